@@ -1,0 +1,38 @@
+"""rubric_reward: turn rubrics into rewards.
+
+Per-criterion LLM judging (Autorubric design), pure scoring, reliability statistics, and reward
+functions for TRL trainers. Heavy libraries load only when a path needs them.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Rubric": "rubric", "Criterion": "rubric", "Option": "rubric", "RubricError": "rubric",
+    "load_rubric": "rubric", "load_rubrics": "rubric",
+    "Verdict": "results", "ScoreResult": "results", "JudgeError": "results", "ErrorKind": "results",
+    "ScoringConfig": "scoring", "Abstention": "scoring", "OnFailure": "scoring", "score_verdicts": "scoring",
+    "Item": "items",
+    "JudgeConfig": "judges.config", "Judge": "judges.judge",
+    "Grader": "grader", "GradingConfig": "grader",
+    "Scorer": "scorer",
+}
+
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rubric_reward' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,224 @@
+"""Grading: rubric + item -> judge calls -> verdicts -> ensemble -> score.
+
+The grader owns the flow for one response: it batches criteria into calls (one per criterion, k per
+call, or all at once), renders prompts, runs every judge and sample concurrently, parses strictly
+with one re-ask, evaluates programmatic checks locally, aggregates votes and scores the result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .ensemble import aggregate_votes
+from .items import Item
+from .judges.base import ChatRequest
+from .judges.judge import Judge
+from .prompts import Exemplar, JudgeCall, PromptError, parse_reply, reask_messages, render_call
+from .results import CallRecord, ErrorKind, JudgeError, ScoreResult, Verdict
+from .rubric import Criterion, Rubric
+from .scoring import ScoringConfig, score_verdicts
+
+__all__ = ["Grader", "GradingConfig"]
+
+log = logging.getLogger(__name__)
+
+ExemplarSource = Mapping[str, Sequence[Exemplar]] | Callable[[Criterion, str], Sequence[Exemplar]]
+
+
+@dataclass(frozen=True, slots=True)
+class GradingConfig:
+    """How a response is put to the judges."""
+
+    seed: int = 0
+    shuffle: bool = True  # shuffle option order per (seed, response, criterion, judge)
+    reask: bool = True  # one re-ask after an unparseable answer
+    binary_aggregation: str = "majority"
+    ordinal_aggregation: str = "mean"
+    batch_deadline_s: float | None = None  # grade_many: unfinished items become DEADLINE failures
+
+
+class Grader:
+    """Grades items against rubrics with one or more judges (a single judge is an ensemble of one)."""
+
+    def __init__(
+        self,
+        judges: Sequence[Judge],
+        *,
+        scoring: ScoringConfig = ScoringConfig(),
+        config: GradingConfig = GradingConfig(),
+        exemplars: ExemplarSource | None = None,
+    ):
+        if not judges:
+            raise ValueError("Grader needs at least one judge")
+        self.judges = list(judges)
+        self.scoring = scoring
+        self.config = config
+        self.exemplars = exemplars
+
+    # ------------------------------------------------------------------ one item
+    async def grade(self, rubric: Rubric, item: Item) -> ScoreResult:
+        """Grade one item; failures come back as data, never as exceptions."""
+        try:
+            return await self._grade(rubric, item)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug must not stop a training run; it is reported on the result
+            log.exception("grading failed")
+            err = JudgeError(ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+            verdicts = tuple(Verdict(c.name, None, None, error=err) for c in rubric.criteria)
+            return ScoreResult(None, verdicts, error=str(err), metadata=_meta(item))
+
+    async def _grade(self, rubric: Rubric, item: Item) -> ScoreResult:
+        judged = rubric.judged
+        jobs = []  # (judge index, coroutine)
+        for ji, judge in enumerate(self.judges):
+            k = judge.config.criteria_per_call(len(judged))
+            for sample in range(judge.config.samples):
+                for start in range(0, len(judged), k):
+                    chunk = judged[start : start + k]
+                    call = render_call(
+                        rubric, item, chunk, judge=judge.name, seed=self.config.seed + sample,
+                        shuffle=self.config.shuffle, exemplars=self._exemplars_for(chunk, judge.name),
+                    )
+                    jobs.append((ji, self._run_call(judge, call, sample)))
+        outcomes = await asyncio.gather(*(coro for _, coro in jobs))
+
+        votes: dict[str, list[tuple[int, Verdict]]] = {c.name: [] for c in judged}
+        calls: list[CallRecord] = []
+        for (ji, _), (verdicts, record) in zip(jobs, outcomes, strict=True):
+            calls.append(record)
+            for v in verdicts:
+                votes[v.criterion].append((ji, v))
+
+        final: dict[str, Verdict] = {}
+        for c in rubric.criteria:
+            if not c.is_judged:
+                final[c.name] = _check_verdict(c, item)
+                continue
+            cast = votes[c.name]
+            final[c.name] = aggregate_votes(
+                c, [v for _, v in cast], binary=self.config.binary_aggregation,
+                ordinal=self.config.ordinal_aggregation,
+                weights=[self.judges[ji].config.weight for ji, _ in cast],
+            )
+        result = score_verdicts(rubric, final, self.scoring)
+        return replace(result, calls=tuple(calls), metadata=_meta(item))
+
+    def _exemplars_for(self, criteria: Sequence[Criterion], judge: str) -> dict[str, Sequence[Exemplar]] | None:
+        if self.exemplars is None:
+            return None
+        if callable(self.exemplars):
+            return {c.name: self.exemplars(c, judge) for c in criteria}
+        return {c.name: self.exemplars.get(c.name, ()) for c in criteria}
+
+    async def _run_call(self, judge: Judge, call: JudgeCall, sample: int) -> tuple[list[Verdict], CallRecord]:
+        cfg = judge.config
+        names = tuple(c.name for c in call.criteria)
+        request = ChatRequest(call.messages, schema=call.schema, logprobs=cfg.logprobs,
+                              top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample)
+        start = time.perf_counter()
+        reply = await judge.complete(request)
+        usage, cost, attempts, cached = reply.usage, reply.cost, reply.attempts, reply.cached
+        error: JudgeError | None = reply.error
+        parsed = None
+        if error is None:
+            try:
+                parsed = parse_reply(call, reply.text)
+            except PromptError as exc:
+                error = JudgeError(ErrorKind.PARSE, str(exc))
+                if self.config.reask:
+                    retry = await judge.complete(replace(request, messages=reask_messages(call, reply.text, str(exc))))
+                    usage, cost, attempts = usage + retry.usage, cost + retry.cost, attempts + retry.attempts
+                    cached = cached and retry.cached
+                    if retry.error is not None:
+                        error = retry.error
+                    else:
+                        try:
+                            parsed, error, reply = parse_reply(call, retry.text), None, retry
+                        except PromptError as exc2:
+                            error = JudgeError(ErrorKind.PARSE, f"{exc2} (after one re-ask)")
+        record = CallRecord(
+            judge=judge.name, criteria=names, usage=usage, cost=cost,
+            latency_s=time.perf_counter() - start, attempts=attempts, cached=cached, error=error,
+        )
+        if parsed is None:
+            return [Verdict(n, None, None, error=error, judge=judge.name) for n in names], record
+        verdicts = [
+            Verdict(p.criterion, p.label, p.value, reason=p.reason, abstained=p.abstained, judge=judge.name)
+            for p in parsed
+        ]
+        if cfg.logprobs and reply.logprobs is not None:
+            from .logprob_verdicts import attach_probabilities
+
+            verdicts = attach_probabilities(call, reply, verdicts)
+        return verdicts, record
+
+    # ------------------------------------------------------------------ many items
+    async def grade_many(
+        self,
+        pairs: Sequence[tuple[Rubric, Item]],
+        *,
+        on_result: Callable[[int, ScoreResult], Any] | None = None,
+        deadline_s: float | None = None,
+    ) -> list[ScoreResult]:
+        """Grade many (rubric, item) pairs concurrently, in input order.
+
+        With a deadline (argument or ``GradingConfig.batch_deadline_s``), items still unfinished when
+        it passes are cancelled and returned unscored with DEADLINE errors: a straggler never hangs
+        the caller, and never turns into a number.
+        """
+        deadline_s = deadline_s if deadline_s is not None else self.config.batch_deadline_s
+
+        async def one(i: int, rubric: Rubric, item: Item) -> ScoreResult:
+            result = await self.grade(rubric, item)
+            if on_result is not None:
+                on_result(i, result)
+            return result
+
+        tasks = [asyncio.ensure_future(one(i, r, it)) for i, (r, it) in enumerate(pairs)]
+        if not tasks:
+            return []
+        done, pending = await asyncio.wait(tasks, timeout=deadline_s)
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        results = []
+        for (rubric, item), task in zip(pairs, tasks, strict=True):
+            if task in done:
+                results.append(task.result())
+            else:
+                err = JudgeError(ErrorKind.DEADLINE, f"not judged within the batch deadline of {deadline_s}s")
+                results.append(ScoreResult(
+                    None, tuple(Verdict(c.name, None, None, error=err) for c in rubric.criteria),
+                    error=str(err), metadata=_meta(item),
+                ))
+        return results
+
+    async def aclose(self) -> None:
+        for judge in self.judges:
+            await judge.aclose()
+
+
+def _check_verdict(criterion: Criterion, item: Item) -> Verdict:
+    try:
+        from .checks import run_check
+
+        passed = run_check(criterion.check or "", item.response, criterion.kwargs, item.prompt)
+    except Exception as exc:  # a broken check is a failed verdict, not a crash
+        return Verdict(criterion.name, None, None, error=JudgeError(ErrorKind.CHECK, f"{type(exc).__name__}: {exc}"),
+                       judge="check")
+    value = 1.0 if passed else 0.0
+    return Verdict(criterion.name, "MET" if passed else "UNMET", value,
+                   reason=f"programmatic check {criterion.check}: {'passed' if passed else 'failed'}", judge="check")
+
+
+def _meta(item: Item) -> dict[str, Any]:
+    return {"id": item.id} if item.id is not None else {}
+

@@ -1,0 +1,153 @@
+"""Judge configuration: one place for model, endpoint, sampling, limits and batching mode."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+__all__ = ["JudgeConfig", "load_judges"]
+
+LOCAL_DEFAULT_MODEL = "smollm2-135m-instruct"  # bundled offline judge (see rubric_reward.models)
+_BACKENDS = ("auto", "http", "litellm", "transformers", "vllm")
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeConfig:
+    """How to reach and drive one judge model.
+
+    ``mode`` batches criteria into calls: ``"per_criterion"`` (default, one call per criterion),
+    ``"per_item"`` (all criteria of a response in one call) or an integer k (k criteria per call).
+    The API key is read from the environment variable named by ``api_key_env``; the key itself never
+    appears in a config, a cache, a result or a log.
+    """
+
+    model: str
+    name: str = ""
+    backend: str = "auto"
+    base_url: str | tuple[str, ...] | None = None
+    api_key_env: str | None = None
+    temperature: float = 0.0
+    top_p: float | None = None
+    max_tokens: int = 512
+    seed: int | None = None
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    structured_output: bool = True
+    logprobs: bool = False
+    top_logprobs: int = 5
+    mode: str | int = "per_criterion"
+    samples: int = 1
+    weight: float = 1.0
+    max_concurrency: int = 64
+    rpm: int | None = None
+    tpm: int | None = None
+    timeout_s: float = 60.0
+    max_retries: int = 3
+    batch_deadline_s: float | None = None
+    input_cost_per_token: float | None = None
+    output_cost_per_token: float | None = None
+
+    def __post_init__(self) -> None:
+        def bad(field_name: str, why: str) -> ValueError:
+            return ValueError(f"judge {self.model or '?'!r}: field {field_name!r} {why}")
+
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise bad("model", "must be a non-empty string")
+        if not self.name:
+            object.__setattr__(self, "name", self.model)
+        if self.backend not in _BACKENDS:
+            raise bad("backend", f"must be one of {', '.join(_BACKENDS)}, got {self.backend!r}")
+        if isinstance(self.base_url, list | tuple):
+            urls = tuple(str(u).rstrip("/") for u in self.base_url)
+            if not urls:
+                raise bad("base_url", "is an empty list")
+            object.__setattr__(self, "base_url", urls if len(urls) > 1 else urls[0])
+        elif isinstance(self.base_url, str):
+            object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
+        if isinstance(self.mode, str) and self.mode not in ("per_criterion", "per_item"):
+            if not self.mode.isdigit():
+                raise bad("mode", f"must be 'per_criterion', 'per_item' or an integer, got {self.mode!r}")
+            object.__setattr__(self, "mode", int(self.mode))
+        if isinstance(self.mode, int) and self.mode < 1:
+            raise bad("mode", f"k criteria per call must be >= 1, got {self.mode}")
+        for name in ("max_tokens", "samples", "max_concurrency", "top_logprobs"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < (0 if name == "top_logprobs" else 1):
+                raise bad(name, f"must be a positive integer, got {getattr(self, name)!r}")
+        for name in ("rpm", "tpm"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or v < 1):
+                raise bad(name, f"must be a positive integer or null, got {v!r}")
+        if not 0.0 <= self.temperature <= 2.0:
+            raise bad("temperature", f"must be in [0, 2], got {self.temperature}")
+        if self.timeout_s <= 0:
+            raise bad("timeout_s", f"must be positive, got {self.timeout_s}")
+        if self.max_retries < 0:
+            raise bad("max_retries", f"must be >= 0, got {self.max_retries}")
+        if self.weight < 0:
+            raise bad("weight", f"must be >= 0, got {self.weight}")
+        if self.api_key_env is not None and not str(self.api_key_env).replace("_", "").isalnum():
+            raise bad("api_key_env", "must name an environment variable (the key itself never goes in a config)")
+
+    @property
+    def base_urls(self) -> tuple[str, ...]:
+        if self.base_url is None:
+            return ()
+        return self.base_url if isinstance(self.base_url, tuple) else (self.base_url,)
+
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    def criteria_per_call(self, n_criteria: int) -> int:
+        if self.mode == "per_criterion":
+            return 1
+        if self.mode == "per_item":
+            return max(1, n_criteria)
+        return int(self.mode)
+
+    def resolved_backend(self) -> str:
+        """The backend ``auto`` stands for: http with a base URL, transformers for local models, else litellm."""
+        if self.backend != "auto":
+            return self.backend
+        if self.base_url:
+            return "http"
+        local = self.model == LOCAL_DEFAULT_MODEL or Path(self.model).expanduser().is_dir()
+        return "transformers" if local else "litellm"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["base_url"] = list(self.base_url) if isinstance(self.base_url, tuple) else self.base_url
+        d["extra_body"] = dict(self.extra_body)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> JudgeConfig:
+        if isinstance(d, str):
+            return cls(model=d)
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"judge config: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
+        if "api_key" in d:
+            raise ValueError("judge config: put the key in an environment variable and name it in 'api_key_env'")
+        return cls(**d)
+
+
+def load_judges(source: str | Path | Mapping | list) -> list[JudgeConfig]:
+    """Judge configs from YAML (a mapping with ``judges:``, a single judge mapping, or a list)."""
+    obj: Any = source
+    if isinstance(source, str | Path) and Path(source).suffix in (".yaml", ".yml", ".json"):
+        import yaml
+
+        path = Path(source)
+        if not path.exists():
+            raise ValueError(f"{path}: no such judge config file")
+        obj = yaml.safe_load(path.read_text())
+    if isinstance(obj, Mapping) and "judges" in obj:
+        obj = obj["judges"]
+    if isinstance(obj, str | Mapping):
+        obj = [obj]
+    if not isinstance(obj, list) or not obj:
+        raise ValueError("judge config: expected a judge, a list of judges, or a mapping with 'judges'")
+    return [j if isinstance(j, JudgeConfig) else JudgeConfig.from_dict(j) for j in obj]

@@ -1,0 +1,67 @@
+"""A judge: a config plus the backend that reaches it, behind the transport layer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .base import Backend, ChatReply, ChatRequest
+from .config import JudgeConfig, load_judges
+
+__all__ = ["Judge", "as_judges", "build_backend"]
+
+
+def build_backend(config: JudgeConfig) -> Backend:
+    """The backend object for ``config`` (heavy libraries are imported only here, on demand)."""
+    kind = config.resolved_backend()
+    if kind == "http":
+        from .http import OpenAIHTTPBackend
+
+        return OpenAIHTTPBackend(config)
+    if kind == "litellm":
+        from .litellm_backend import LiteLLMBackend
+
+        return LiteLLMBackend(config)
+    if kind == "transformers":
+        from .transformers_backend import TransformersBackend
+
+        return TransformersBackend(config)
+    if kind == "vllm":
+        from .vllm_backend import VLLMBackend
+
+        return VLLMBackend(config)
+    raise ValueError(f"judge {config.name!r}: unknown backend {kind!r}")
+
+
+class Judge:
+    """Sends chat requests for one judge model. ``complete`` never raises."""
+
+    def __init__(self, config: JudgeConfig, backend: Backend | None = None):
+        self.config = config
+        self.backend = backend if backend is not None else build_backend(config)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    async def complete(self, request: ChatRequest) -> ChatReply:
+        return await self.backend.complete(request)
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+
+    def __repr__(self) -> str:
+        return f"Judge({self.config.name!r}, backend={type(self.backend).__name__})"
+
+
+def as_judges(spec: Any, *, base_url: str | None = None) -> list[Judge]:
+    """Judges from a model string, a JudgeConfig, a Judge, a YAML path, or a list of those."""
+    if isinstance(spec, Judge):
+        return [spec]
+    if isinstance(spec, JudgeConfig):
+        return [Judge(spec)]
+    if isinstance(spec, Sequence) and not isinstance(spec, str):
+        return [j for s in spec for j in as_judges(s, base_url=base_url)]
+    if isinstance(spec, str) and not spec.endswith((".yaml", ".yml", ".json")):
+        return [Judge(JudgeConfig(model=spec, base_url=base_url))]
+    return [Judge(c) for c in load_judges(spec)]

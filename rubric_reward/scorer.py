@@ -1,0 +1,137 @@
+"""The public facade: ``Scorer(rubric, judge).score(prompt, response)``.
+
+Async methods (``ascore``, ``ascore_batch``) are the core; the sync methods run them on a private
+event-loop thread so pooled connections live across calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._loop import LoopThread
+from .grader import Grader, GradingConfig
+from .items import Item
+from .judges.judge import as_judges
+from .results import ScoreResult
+from .rubric import Rubric, load_rubric
+from .scoring import ScoringConfig
+
+__all__ = ["Scorer"]
+
+RubricLike = Rubric | str | Path | Mapping | Sequence
+
+
+class Scorer:
+    """Score responses against a rubric with one judge or an ensemble.
+
+    ``judge`` is a model string (litellm form, e.g. ``"openai/gpt-4.1-mini"``, or any model name
+    with ``base_url`` for an OpenAI-compatible server), a :class:`JudgeConfig`, a judge YAML file,
+    or a list of those (an ensemble). Only rubrics made entirely of programmatic checks need no judge.
+    """
+
+    def __init__(
+        self,
+        rubric: RubricLike | None = None,
+        judge: Any = None,
+        *,
+        base_url: str | None = None,
+        scoring: ScoringConfig | Mapping[str, Any] | None = None,
+        grading: GradingConfig | Mapping[str, Any] | None = None,
+        exemplars: Any = None,
+    ):
+        self.rubric = load_rubric(rubric) if rubric is not None else None
+        judges = as_judges(judge, base_url=base_url) if judge is not None else []
+        if not judges and self.rubric is not None and self.rubric.judged:
+            raise ValueError("Scorer: this rubric has judged criteria, so a judge is needed (judge=...)")
+        scoring = ScoringConfig(**scoring) if isinstance(scoring, Mapping) else scoring or ScoringConfig()
+        grading = GradingConfig(**grading) if isinstance(grading, Mapping) else grading or GradingConfig()
+        self._has_judge = bool(judges)
+        self.grader = Grader(judges or [_NO_JUDGE], scoring=scoring, config=grading, exemplars=exemplars)
+        self._loop: LoopThread | None = None
+
+    def _rubric(self, rubric: RubricLike | None) -> Rubric:
+        if rubric is None and self.rubric is None:
+            raise ValueError("Scorer: no rubric given here or at construction")
+        out = load_rubric(rubric) if rubric is not None else self.rubric
+        if out.judged and not self._has_judge:
+            raise ValueError(f"Scorer: rubric {out.name!r} has judged criteria, so a judge is needed (judge=...)")
+        return out
+
+    # ------------------------------------------------------------------ async core
+    async def ascore(self, prompt: Any, response: Any, *, rubric: RubricLike | None = None,
+                     id: str | None = None) -> ScoreResult:
+        return await self.grader.grade(self._rubric(rubric), Item(response=response, prompt=prompt, id=id))
+
+    async def ascore_batch(self, items: Iterable[Mapping[str, Any] | Item | tuple], *,
+                           deadline_s: float | None = None, on_result: Any = None) -> list[ScoreResult]:
+        """Score many items concurrently. Each is an Item, a (prompt, response[, rubric]) tuple, or a
+        mapping with ``response`` and optional ``prompt``, ``rubric`` and ``id``."""
+        pairs = [self._pair(x) for x in items]
+        return await self.grader.grade_many(pairs, deadline_s=deadline_s, on_result=on_result)
+
+    def _pair(self, x: Any) -> tuple[Rubric, Item]:
+        if isinstance(x, Item):
+            return self._rubric(None), x
+        if isinstance(x, tuple):
+            prompt, response, *rest = x
+            return self._rubric(rest[0] if rest else None), Item(response=response, prompt=prompt)
+        if isinstance(x, Mapping):
+            if "response" not in x:
+                raise ValueError(f"item is missing field 'response': {dict(x)!r:.120}")
+            return self._rubric(x.get("rubric")), Item(
+                response=x["response"], prompt=x.get("prompt"), id=None if x.get("id") is None else str(x["id"])
+            )
+        raise TypeError(f"cannot score a {type(x).__name__}; pass an Item, a tuple or a mapping")
+
+    async def aclose(self) -> None:
+        await self.grader.aclose()
+
+    # ------------------------------------------------------------------ sync facade
+    def _runner(self) -> LoopThread:
+        if self._loop is None:
+            self._loop = LoopThread()
+        return self._loop
+
+    def score(self, prompt: Any, response: Any, *, rubric: RubricLike | None = None) -> ScoreResult:
+        return self._runner().run(self.ascore(prompt, response, rubric=rubric))
+
+    def score_batch(self, items: Iterable[Any], *, deadline_s: float | None = None) -> list[ScoreResult]:
+        return self._runner().run(self.ascore_batch(items, deadline_s=deadline_s))
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.run(self.aclose())
+            self._loop.close()
+            self._loop = None
+
+    def __enter__(self) -> Scorer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class _NoJudge:
+    """Stands in when a rubric has only programmatic checks; it is never called."""
+
+    name = "none"
+
+    class config:  # noqa: N801 - mimics JudgeConfig's few fields the grader reads
+        samples = 0
+        weight = 1.0
+        logprobs = False
+
+        @staticmethod
+        def criteria_per_call(n: int) -> int:
+            return 1
+
+    async def complete(self, request: Any) -> Any:  # pragma: no cover - unreachable by construction
+        raise RuntimeError("no judge configured")
+
+    async def aclose(self) -> None:
+        return None
+
+
+_NO_JUDGE = _NoJudge()

@@ -1,0 +1,131 @@
+"""Scoring: pure arithmetic from verdicts to a score. No I/O, no judges.
+
+score = clip(sum(weight * value) / sum(positive weights), 0, 1); a penalty-only rubric starts at 1:
+score = clip(1 + sum(weight * value) / sum(|negative weights|), 0, 1).
+
+Abstentions (CANNOT_ASSESS / N/A) follow the configured strategy. A *failed* verdict (judge error,
+unparseable answer) is not an abstention: by default the whole result is unscored; the
+``worst_case`` policy scores it as the worst outcome instead. Nothing is renormalised silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .results import ErrorKind, JudgeError, ScoreResult, Verdict
+from .rubric import Criterion, Rubric
+
+__all__ = ["Abstention", "OnFailure", "ScoringConfig", "score_verdicts"]
+
+_EPS = 1e-9
+
+
+class Abstention(StrEnum):
+    SKIP = "skip"  # drop the criterion from numerator and denominator
+    ZERO = "zero"  # keep it in the denominator with value 0
+    PARTIAL = "partial"  # positive criteria get `partial_credit`; penalties do not fire
+    FAIL = "fail"  # worst case by the weight's sign (positive -> worst option, penalty -> fires)
+
+
+class OnFailure(StrEnum):
+    UNSCORED = "unscored"  # the whole result has score None, with the failures named
+    WORST_CASE = "worst_case"  # a failed verdict counts as the worst outcome for its criterion
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringConfig:
+    """How verdicts become a score."""
+
+    abstention: Abstention = Abstention.SKIP
+    partial_credit: float = 0.5
+    all_or_nothing: bool = False
+    on_failure: OnFailure = OnFailure.UNSCORED
+
+    def __post_init__(self) -> None:
+        for name, enum in (("abstention", Abstention), ("on_failure", OnFailure)):
+            raw = getattr(self, name)
+            try:
+                object.__setattr__(self, name, enum(raw))
+            except ValueError:
+                choices = ", ".join(e.value for e in enum)
+                raise ValueError(f"ScoringConfig.{name}: {raw!r} is not one of {choices}") from None
+        if not 0.0 <= self.partial_credit <= 1.0:
+            raise ValueError(f"ScoringConfig.partial_credit must be in [0, 1], got {self.partial_credit}")
+
+
+def score_verdicts(
+    rubric: Rubric,
+    verdicts: Iterable[Verdict] | Mapping[str, Verdict],
+    config: ScoringConfig = ScoringConfig(),
+) -> ScoreResult:
+    """Score one response from its verdicts (one per criterion of ``rubric``)."""
+    by_name = dict(verdicts) if isinstance(verdicts, Mapping) else {v.criterion: v for v in verdicts}
+    ordered = tuple(
+        by_name.get(c.name)
+        or Verdict(c.name, None, None, error=JudgeError(ErrorKind.INTERNAL, "no verdict was produced"))
+        for c in rubric.criteria
+    )
+    failed = [v for v in ordered if v.error is not None]
+    if failed and config.on_failure is OnFailure.UNSCORED:
+        detail = "; ".join(f"{v.criterion} ({v.error})" for v in failed)
+        return ScoreResult(None, ordered, error=f"{len(failed)} verdict(s) failed: {detail}")
+
+    terms: list[tuple[Criterion, float, float]] = []  # (criterion, value, expected value)
+    for c, v in zip(rubric.criteria, ordered, strict=True):
+        if v.error is not None:
+            value = _worst(c)
+        elif v.abstained or v.value is None:
+            match config.abstention:
+                case Abstention.SKIP:
+                    continue
+                case Abstention.ZERO:
+                    value = 0.0
+                case Abstention.PARTIAL:
+                    value = config.partial_credit if c.weight > 0 else 0.0
+                case Abstention.FAIL:
+                    value = _worst(c)
+        else:
+            value = v.value
+        expected = v.expected_value if (v.expected_value is not None and v.error is None and not v.abstained) else value
+        terms.append((c, value, expected))
+
+    has_positive = any(c.weight > 0 for c in rubric.criteria)
+    if has_positive and not any(c.weight > 0 for c, _, _ in terms):
+        return ScoreResult(None, ordered, error="every positive criterion abstained; nothing left to score (SKIP)")
+    if not terms:
+        return ScoreResult(None, ordered, error="every criterion abstained; nothing left to score (SKIP)")
+
+    if config.all_or_nothing:
+        passed = all(
+            (val >= c.best_value - _EPS) if c.weight > 0 else (val <= _EPS) for c, val, _ in terms if c.weight
+        )
+        expected = 1.0
+        for c, _, exp in terms:
+            if c.weight > 0:
+                expected *= exp / c.best_value if c.best_value > 0 else 1.0
+            elif c.weight < 0:
+                expected *= 1.0 - exp
+        score = 1.0 if passed else 0.0
+        return ScoreResult(score, ordered, raw_score=score, expected_score=_clip(expected))
+
+    raw = _normalise([(c.weight, val) for c, val, _ in terms], has_positive)
+    raw_expected = _normalise([(c.weight, exp) for c, _, exp in terms], has_positive)
+    return ScoreResult(_clip(raw), ordered, raw_score=raw, expected_score=_clip(raw_expected))
+
+
+def _worst(c: Criterion) -> float:
+    return c.worst_value if c.weight > 0 else c.best_value
+
+
+def _normalise(terms: list[tuple[float, float]], has_positive: bool) -> float:
+    total = sum(w * v for w, v in terms)
+    if has_positive:
+        return total / sum(w for w, _ in terms if w > 0)
+    negative = sum(-w for w, _ in terms if w < 0)
+    return 1.0 + total / negative if negative else 1.0
+
+
+def _clip(x: float) -> float:
+    return min(1.0, max(0.0, x))

@@ -1,0 +1,292 @@
+"""A scripted OpenAI-compatible judge server on 127.0.0.1, for tests and benchmarks.
+
+It answers ``POST /v1/chat/completions`` with verdicts scripted per criterion name, with optional
+latency and injected faults (429 with Retry-After, 500, hangs, malformed bodies, malformed or
+off-menu answers), and records what it saw (request count, bodies, peak concurrency, arrival times).
+
+Run in-process (a background thread with its own loop)::
+
+    with JudgeServer(ScriptedJudge({"clarity": "MET"})) as server:
+        Scorer(rubric, "judge", base_url=server.base_url).score(prompt, response)
+
+or as a separate process for benchmarks: ``python -m rubric_reward.testing.judge_server --port 0``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..prompts import requested_criteria
+
+__all__ = ["Fault", "FaultPlan", "JudgeServer", "ScriptedJudge", "response_in_request"]
+
+Script = str | Mapping[str, float] | Callable[[str, Mapping[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An injected failure: an HTTP status (with optional Retry-After), a hang, or a bad body."""
+
+    status: int | None = None
+    retry_after: float | None = None
+    hang_s: float = 0.0
+    body: str | None = None  # raw response body to send with status 200 (malformed JSON, ...)
+    content: str | None = None  # assistant text to send instead of the scripted answer
+
+
+@dataclass
+class FaultPlan:
+    """Random faults at a given rate, reproducible with a seed (or a fixed list by request number)."""
+
+    rate: float = 0.0
+    kinds: tuple[Fault, ...] = ()
+    seed: int = 0
+    fixed: Mapping[int, Fault] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+        self._lock = threading.Lock()
+
+    def draw(self, request_no: int) -> Fault | None:
+        if request_no in self.fixed:
+            return self.fixed[request_no]
+        with self._lock:
+            if self.kinds and self._rng.random() < self.rate:
+                return self._rng.choice(self.kinds)
+        return None
+
+
+def response_in_request(messages: list[Mapping[str, Any]]) -> str:
+    """The response text a rendered judge request asks about (inside its fence)."""
+    text = str(messages[-1]["content"])
+    m = re.search(r"## Response to judge\n[^\n]*\n(`{3,})response\n", text)
+    if not m:
+        return ""
+    start, ticks = m.end(), m.group(1)
+    end = text.find(f"\n{ticks}\n", start)
+    return text[start:end if end >= 0 else len(text)]
+
+
+class ScriptedJudge:
+    """Answers by criterion name: a label, ``{label: probability}``, or ``f(response, body) -> label``.
+
+    Unscripted criteria get ``default``. With probabilities the answer is the most probable label and,
+    when the request asks for logprobs, the verdict token carries them.
+    """
+
+    def __init__(self, verdicts: Mapping[str, Script] | None = None, default: Script = "MET",
+                 reason: str = "Quoted evidence: the response says so."):
+        self.verdicts = dict(verdicts or {})
+        self.default = default
+        self.reason = reason
+
+    def _resolve(self, name: str, response: str, body: Mapping[str, Any]) -> tuple[str, Mapping[str, float] | None]:
+        script = self.verdicts.get(name, self.default)
+        if callable(script):
+            script = script(response, body)
+        if isinstance(script, Mapping):
+            return max(script, key=script.__getitem__), script
+        return str(script), None
+
+    def answer(self, body: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]] | None]:
+        """The assistant text and, when asked, token logprobs for it."""
+        messages = body["messages"]
+        response = response_in_request(messages)
+        asked = requested_criteria(messages)
+        if len(asked) <= 1 and (not asked or asked[0][0] is None):
+            name = asked[0][1] if asked else ""
+            label, probs = self._resolve(name, response, body)
+            prefix = '{"reason": ' + json.dumps(self.reason) + ', "verdict": "'
+            text = prefix + label + '"}'
+            logprobs = _token_logprobs(prefix, label, '"}', probs) if body.get("logprobs") else None
+            return text, logprobs
+        answer = {}
+        for key, name in asked:
+            label, _ = self._resolve(name, response, body)
+            answer[key] = {"reason": self.reason, "verdict": label}
+        return json.dumps(answer), None
+
+
+def _token_logprobs(prefix: str, label: str, suffix: str, probs: Mapping[str, float] | None) -> list[dict[str, Any]]:
+    probs = probs or {label: 1.0}
+    top = [{"token": lab, "logprob": math.log(max(p, 1e-12))} for lab, p in probs.items()]
+    return [
+        {"token": prefix, "logprob": 0.0, "top_logprobs": [{"token": prefix, "logprob": 0.0}]},
+        {"token": label, "logprob": math.log(max(probs.get(label, 1e-12), 1e-12)), "top_logprobs": top},
+        {"token": suffix, "logprob": 0.0, "top_logprobs": [{"token": suffix, "logprob": 0.0}]},
+    ]
+
+
+class JudgeServer:
+    """Serve a :class:`ScriptedJudge` on 127.0.0.1 from a background thread."""
+
+    def __init__(
+        self,
+        judge: ScriptedJudge | None = None,
+        *,
+        latency_s: float | Callable[[Mapping[str, Any]], float] = 0.0,
+        faults: FaultPlan | None = None,
+        port: int = 0,
+        record_bodies: bool = True,
+    ):
+        self.judge = judge or ScriptedJudge()
+        self.latency_s = latency_s
+        self.faults = faults or FaultPlan()
+        self.port = port
+        self.record_bodies = record_bodies
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.bodies: list[dict[str, Any]] = []
+        self.arrivals: list[float] = []
+        self.headers: list[dict[str, str]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: Any = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def reset_stats(self) -> None:
+        self.requests = self.in_flight = self.max_in_flight = 0
+        self.bodies.clear()
+        self.arrivals.clear()
+        self.headers.clear()
+
+    # ------------------------------------------------------------------ request handling
+    async def _handle(self, request: Any) -> Any:
+        from aiohttp import web
+
+        self.requests += 1
+        n = self.requests
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        self.arrivals.append(time.monotonic())
+        try:
+            body = json.loads(await request.read())
+            if self.record_bodies:
+                self.bodies.append(body)
+                self.headers.append(dict(request.headers))
+            latency = self.latency_s(body) if callable(self.latency_s) else self.latency_s
+            if latency:
+                await asyncio.sleep(latency)
+            fault = self.faults.draw(n)
+            if fault is not None:
+                if fault.hang_s:
+                    await asyncio.sleep(fault.hang_s)
+                if fault.status is not None:
+                    headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+                    return web.Response(status=fault.status, text='{"error": "injected"}', headers=headers)
+                if fault.body is not None:
+                    return web.Response(status=200, text=fault.body, content_type="application/json")
+            if fault is not None and fault.content is not None:
+                text, logprobs = fault.content, None
+            else:
+                text, logprobs = self.judge.answer(body)
+            prompt_chars = sum(len(str(m.get("content", ""))) for m in body["messages"])
+            choice: dict[str, Any] = {
+                "index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text},
+            }
+            if logprobs is not None:
+                choice["logprobs"] = {"content": logprobs}
+            payload = {
+                "id": f"cmpl-{n}", "object": "chat.completion", "created": 0, "model": body.get("model", ""),
+                "choices": [choice],
+                "usage": {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(text) // 4 + 1,
+                          "total_tokens": prompt_chars // 4 + len(text) // 4 + 2},
+            }
+            return web.Response(body=json.dumps(payload).encode(), content_type="application/json")
+        finally:
+            self.in_flight -= 1
+
+    def _app(self) -> Any:
+        from aiohttp import web
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_get("/v1/models", lambda r: web.json_response({"data": [{"id": "scripted"}]}))
+        return app
+
+    async def _start(self) -> None:
+        from aiohttp import web
+
+        self._runner = web.AppRunner(self._app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port, backlog=1024)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # the port the OS chose for port=0
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> JudgeServer:
+        self._loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(self._loop)
+            self._loop.run_until_complete(self._start())
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="judge-server", daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("judge server did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+        fut = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop)
+        try:
+            fut.result(timeout=5)
+        except Exception:
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._loop = None
+
+    def __enter__(self) -> JudgeServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve in the foreground (for benchmarks): prints ``PORT <n>`` once listening."""
+    from aiohttp import web
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--latency-ms", type=float, default=0.0)
+    ap.add_argument("--default", default="MET", help="verdict label for every criterion")
+    args = ap.parse_args(argv)
+    server = JudgeServer(ScriptedJudge(default=args.default), latency_s=args.latency_ms / 1000,
+                         port=args.port, record_bodies=False)
+
+    async def serve() -> None:
+        await server._start()
+        print(f"PORT {server.port}", flush=True)
+        await asyncio.Event().wait()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+    _ = web
+
+
+if __name__ == "__main__":
+    main()
