@@ -52,7 +52,9 @@ do not reward topic overlap alone. A criterion with several parts holds only if 
 - A bare token, a heading or filler ("Solution:", "Thought process:") is not evidence.
 - Give a short reason that cites evidence from the response (quote it), then the verdict.
 - Abstain (CANNOT_ASSESS or N/A) only when the response gives no basis for judging the criterion.
-- Answer with one JSON object and nothing else."""
+- Answer with one JSON object and nothing else: {"reason": "<short reason citing evidence>", \
+"verdict": "<one of the listed labels>"}, or, when several criteria are listed, one such object \
+per criterion key."""
 
 _BINARY_MEANINGS = {
     MET: "the criterion holds for the response",
@@ -196,8 +198,7 @@ def render_call(
         tail = (
             f"## Criterion\n### {c.name}\n{c.requirement}\n\nVerdict labels:\n{_render_options(c, order)}\n\n"
             + _render_exemplars(c, exemplars.get(c.name, ()))
-            + 'Answer with JSON: {"reason": "<short reason citing evidence>", "verdict": "<one label>"}'
-        )
+        ).rstrip()
         keys, schema = None, _single_schema(order)
     else:
         keys = tuple(f"C{i}" for i in range(1, len(criteria) + 1))

@@ -254,7 +254,9 @@ def load_rubric(source: str | Path | Mapping | Sequence | Rubric) -> Rubric:
         return source
     if isinstance(source, str | Path) and not (isinstance(source, str) and source.lstrip().startswith("[")):
         path = Path(source)
-        return Rubric.from_obj(_read_structured(path), source=str(path), name=None)
+        obj = _read_structured(path)
+        named = isinstance(obj, Mapping) and (obj.get("name") or obj.get("id"))
+        return Rubric.from_obj(obj, source=str(path), name=None if named else path.stem)
     return Rubric.from_obj(source)
 
 

@@ -215,7 +215,10 @@ class JudgeServer:
 
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
-        app.router.add_get("/v1/models", lambda r: web.json_response({"data": [{"id": "scripted"}]}))
+        async def models(_: Any) -> Any:
+            return web.json_response({"data": [{"id": "scripted"}]})
+
+        app.router.add_get("/v1/models", models)
         return app
 
     async def _start(self) -> None:
@@ -266,8 +269,6 @@ class JudgeServer:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve in the foreground (for benchmarks): prints ``PORT <n>`` once listening."""
-    from aiohttp import web
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--latency-ms", type=float, default=0.0)
@@ -285,7 +286,6 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(serve())
     except KeyboardInterrupt:
         pass
-    _ = web
 
 
 if __name__ == "__main__":

@@ -1,0 +1,175 @@
+"""Command line: ``rubric-reward validate | score | eval | report``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from .rubric import RubricError, load_rubric
+
+    status = 0
+    for path in args.rubric:
+        try:
+            rubric = load_rubric(path)
+        except RubricError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        kinds = Counter(c.kind.value for c in rubric.criteria)
+        penalties = sum(1 for c in rubric.criteria if c.weight < 0)
+        print(
+            f"ok: {path}: rubric {rubric.name!r}, {len(rubric)} criteria "
+            f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}; {penalties} penalties), "
+            f"positive weight {rubric.positive_weight:g}"
+        )
+    return status
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SystemExit(f"error: {path}:{n}: not valid JSON: {exc}") from None
+            if not isinstance(row, dict) or "response" not in row:
+                raise SystemExit(f"error: {path}:{n}: each line needs a 'response' field")
+            rows.append(row)
+    if not rows:
+        raise SystemExit(f"error: {path}: no rows")
+    return rows
+
+
+def _judge_spec(args: argparse.Namespace) -> Any:
+    from .judges.config import LOCAL_DEFAULT_MODEL, JudgeConfig
+
+    if args.judge is None:
+        return JudgeConfig(model=LOCAL_DEFAULT_MODEL, backend="transformers")
+    if Path(args.judge).suffix in (".yaml", ".yml", ".json"):
+        return args.judge
+    extra = {"api_key_env": args.api_key_env} if args.api_key_env else {}
+    return JudgeConfig(model=args.judge, base_url=args.base_url, mode=args.mode, **extra)
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.table import Table
+
+    from .rubric import RubricError, load_rubric
+    from .scorer import Scorer
+
+    console = Console(stderr=True)
+    try:
+        rubric = load_rubric(args.rubric)
+    except RubricError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    rows = _read_jsonl(Path(args.input))
+    judge = _judge_spec(args) if rubric.judged else None
+    scoring = {"abstention": args.abstention, "all_or_nothing": args.all_or_nothing}
+    scorer = Scorer(rubric, judge, scoring=scoring, grading={"seed": args.seed})
+    items = [
+        {"response": r["response"], "prompt": r.get("prompt", r.get("conversation")), "id": r.get("id", i)}
+        for i, r in enumerate(rows)
+    ]
+    with Progress(
+        TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        TextColumn("${task.fields[cost]:.4f}"), console=console, disable=args.quiet,
+    ) as progress:
+        task = progress.add_task("score", total=len(items), cost=0.0)
+        spent = [0.0]
+
+        def on_result(_: int, result: Any) -> None:
+            spent[0] += result.cost
+            progress.update(task, advance=1, cost=spent[0])
+
+        async def run() -> list[Any]:
+            try:
+                return await scorer.ascore_batch(items, on_result=on_result)
+            finally:
+                await scorer.aclose()
+
+        results = asyncio.run(run())
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as f:
+        for item, result in zip(items, results, strict=True):
+            f.write(json.dumps({"id": item["id"], **result.to_dict()}, ensure_ascii=False) + "\n")
+
+    scored = [r.score for r in results if r.score is not None]
+    failures = Counter(v.error.kind.value for r in results for v in r.verdicts if v.error is not None)
+    table = Table(title=f"rubric {rubric.name!r} on {len(results)} responses")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row("scored", f"{len(scored)} / {len(results)}")
+    table.add_row("mean score", f"{sum(scored) / len(scored):.3f}" if scored else "n/a")
+    table.add_row("judge calls", str(sum(len(r.calls) for r in results)))
+    table.add_row("cost ($)", f"{sum(r.cost for r in results):.4f}")
+    for kind, n in sorted(failures.items()):
+        table.add_row(f"failed verdicts: {kind}", str(n))
+    for c in rubric.criteria:
+        values = [r.verdict(c.name).value for r in results]
+        met = [v for v in values if v is not None]
+        table.add_row(f"  {c.name} (w={c.weight:g})", f"{sum(met) / len(met):.2f}" if met else "n/a")
+    Console().print(table)
+    console.print(f"wrote {out}")
+    return 0 if scored else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rubric-reward", description="Turn rubrics into rewards.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate", help="check rubric files and summarise them")
+    p.add_argument("rubric", nargs="+", help="rubric YAML or JSON file(s)")
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("score", help="score a JSONL of responses against one rubric")
+    p.add_argument("--rubric", required=True, help="rubric YAML or JSON file")
+    p.add_argument("--input", required=True, help="JSONL with 'response' and optional 'prompt'/'conversation', 'id'")
+    p.add_argument("--out", required=True, help="where to write results JSONL")
+    p.add_argument("--judge", help="judge model (litellm string, or any name with --base-url) or a judge YAML; "
+                   "default: the bundled offline SmolLM2-135M-Instruct")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (vllm serve)")
+    p.add_argument("--api-key-env", help="environment variable holding the API key")
+    p.add_argument("--mode", default="per_criterion", help="per_criterion, per_item, or k criteria per call")
+    p.add_argument("--abstention", default="skip", choices=["skip", "zero", "partial", "fail"])
+    p.add_argument("--all-or-nothing", action="store_true", help="1 only when every criterion is satisfied")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_score)
+
+    try:
+        from .cli_eval import add_eval_commands
+    except ImportError:
+        pass
+    else:
+        add_eval_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
