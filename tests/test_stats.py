@@ -11,6 +11,7 @@ import pytest
 from scipy import stats as sps
 from sklearn import metrics as skm
 
+from rubric_reward.stats._common import rng_kwargs
 from rubric_reward.stats import (
     AgreementSummary,
     Interval,
@@ -242,7 +243,7 @@ def test_import_is_lazy() -> None:
 def test_bootstrap_ci_matches_scipy() -> None:
     x = np.random.default_rng(0).normal(size=30)
     got = bootstrap_ci(x, n_resamples=500, seed=3)
-    ref = sps.bootstrap((x,), np.mean, n_resamples=500, method="percentile", rng=np.random.default_rng(3))
+    ref = sps.bootstrap((x,), np.mean, n_resamples=500, method="percentile", **rng_kwargs(sps.bootstrap, 3))
     assert got.estimate == pytest.approx(x.mean())
     assert (got.low, got.high) == (pytest.approx(ref.confidence_interval.low), pytest.approx(ref.confidence_interval.high))
     assert got.low < got.estimate < got.high and got.n == 30
@@ -310,7 +311,7 @@ def test_paired_permutation_test() -> None:
     a, b = rng.normal(size=25), rng.normal(size=25)
     ref = sps.permutation_test(
         (a, b), lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples",
-        vectorized=True, n_resamples=999, rng=np.random.default_rng(5),
+        vectorized=True, n_resamples=999, **rng_kwargs(sps.permutation_test, 5),
     )
     got = paired_permutation_test(a, b, n_resamples=999, seed=5)
     assert got.pvalue == pytest.approx(ref.pvalue) and got.statistic == pytest.approx(ref.statistic)
