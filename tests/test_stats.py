@@ -11,7 +11,6 @@ import pytest
 from scipy import stats as sps
 from sklearn import metrics as skm
 
-from rubric_reward.stats._common import rng_kwargs
 from rubric_reward.stats import (
     AgreementSummary,
     Interval,
@@ -35,6 +34,7 @@ from rubric_reward.stats import (
     spearman,
     wilcoxon_signed_rank,
 )
+from rubric_reward.stats._common import rng_kwargs
 
 # Undefined statistics must come back as None, never as NaN with a warning.
 pytestmark = pytest.mark.filterwarnings("error")
