@@ -153,7 +153,7 @@ class Grader:
             Verdict(p.criterion, p.label, p.value, reason=p.reason, abstained=p.abstained, judge=judge.name)
             for p in parsed
         ]
-        if cfg.logprobs and reply.logprobs is not None:
+        if reply.logprobs is not None:
             from .logprob_verdicts import attach_probabilities
 
             verdicts = attach_probabilities(call, reply, verdicts)

@@ -20,6 +20,8 @@ class JudgeConfig:
 
     ``mode`` batches criteria into calls: ``"per_criterion"`` (default, one call per criterion),
     ``"per_item"`` (all criteria of a response in one call) or an integer k (k criteria per call).
+    ``verdict_mode`` applies to local backends (transformers, in-process vLLM): ``"logprob"`` scores
+    each allowed label as a forced continuation; ``"generate"`` generates and parses JSON.
     The API key is read from the environment variable named by ``api_key_env``; the key itself never
     appears in a config, a cache, a result or a log.
     """
@@ -37,6 +39,7 @@ class JudgeConfig:
     structured_output: bool = True
     logprobs: bool = False
     top_logprobs: int = 5
+    verdict_mode: str = "logprob"
     mode: str | int = "per_criterion"
     samples: int = 1
     weight: float = 1.0
@@ -57,6 +60,8 @@ class JudgeConfig:
             raise bad("model", "must be a non-empty string")
         if not self.name:
             object.__setattr__(self, "name", self.model)
+        if self.verdict_mode not in ("logprob", "generate"):
+            raise bad("verdict_mode", f"must be 'logprob' or 'generate', got {self.verdict_mode!r}")
         if self.backend not in _BACKENDS:
             raise bad("backend", f"must be one of {', '.join(_BACKENDS)}, got {self.backend!r}")
         if isinstance(self.base_url, list | tuple):

@@ -1,0 +1,81 @@
+"""The local transformers judge on a tiny Qwen3 built here (and on SmolLM2 when installed)."""
+
+import math
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from rubric_reward import JudgeConfig, Rubric, Scorer  # noqa: E402
+from rubric_reward.items import Item  # noqa: E402
+from rubric_reward.judges.base import ChatRequest  # noqa: E402
+from rubric_reward.judges.transformers_backend import TransformersBackend  # noqa: E402
+from rubric_reward.prompts import render_call  # noqa: E402
+from rubric_reward.testing.tiny_model import build_tiny_qwen3  # noqa: E402
+
+RUBRIC = Rubric.from_obj({"criteria": [
+    {"name": "clear", "requirement": "The answer is clear."},
+    {"name": "tone", "kind": "ordinal", "requirement": "Tone?", "allow_abstain": True,
+     "options": [{"label": "rude", "value": 0}, {"label": "neutral", "value": 0.5}, {"label": "warm", "value": 1}]},
+    {"name": "genre", "kind": "nominal", "requirement": "Genre?", "options": {"essay": 1.0, "poem": 0.0}},
+    {"name": "flaw", "requirement": "Has a flaw.", "weight": -1},
+]})
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    return str(build_tiny_qwen3(tmp_path_factory.mktemp("models") / "tiny-qwen3"))
+
+
+def _requests(n=3):
+    out = []
+    for i in range(n):
+        for c in RUBRIC.judged:
+            call = render_call(RUBRIC, Item(response=f"Response number {i}."), [c])
+            out.append(ChatRequest(call.messages, schema=call.schema))
+    return out
+
+
+def test_logprob_verdicts_are_valid_and_sum_to_one(tiny_model):
+    backend = TransformersBackend(JudgeConfig(model=tiny_model, backend="transformers"))
+    requests = _requests(2)
+    for request, reply in zip(requests, backend.run_batch(requests)):
+        assert reply.ok
+        allowed = request.schema["properties"]["verdict"]["enum"]
+        probs = reply.logprobs[1].top
+        assert set(probs) == set(allowed)
+        assert math.fsum(math.exp(v) for v in probs.values()) == pytest.approx(1.0, abs=1e-6)
+        assert '"verdict": "' + max(probs, key=probs.get) + '"' in reply.text
+
+
+def test_batching_matches_one_by_one(tiny_model):
+    backend = TransformersBackend(JudgeConfig(model=tiny_model, backend="transformers"))
+    requests = _requests(3)
+    batched = backend.run_batch(requests)
+    single = [backend.run_batch([r])[0] for r in requests]
+    for a, b in zip(batched, single):
+        assert a.text == b.text
+        for label, lp in a.logprobs[1].top.items():
+            assert lp == pytest.approx(b.logprobs[1].top[label], abs=1e-4)
+
+
+def test_generate_mode_runs_and_failures_are_parse_errors(tiny_model):
+    cfg = JudgeConfig(model=tiny_model, backend="transformers", verdict_mode="generate", max_tokens=8)
+    with Scorer(RUBRIC, cfg) as scorer:
+        result = scorer.score("Write an essay.", "An essay.")
+    # a random tiny model cannot write JSON: every verdict is an explicit parse failure, never a score
+    assert result.score is None
+    assert {v.error.kind.value for v in result.verdicts if v.error} == {"parse"}
+
+
+def test_scorer_end_to_end_with_every_criterion_type(tiny_model):
+    cfg = JudgeConfig(model=tiny_model, backend="transformers")
+    with Scorer(RUBRIC, cfg) as scorer:
+        results = scorer.score_batch([("Write an essay.", "An essay."), ("Write a poem.", "A poem.")])
+    for result in results:
+        assert result.ok and 0.0 <= result.score <= 1.0
+        for v, c in zip(result.verdicts, RUBRIC.criteria):
+            assert v.label in c.labels
+            assert v.probabilities is not None and set(v.probabilities) <= set(c.labels)
+        assert result.expected_score is not None
