@@ -236,10 +236,14 @@ class JudgeServer:
         ready = threading.Event()
 
         def run() -> None:
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(self._start())
+            loop = self._loop
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(self._start())
             ready.set()
-            self._loop.run_forever()
+            try:
+                loop.run_forever()
+            finally:
+                loop.close()
 
         self._thread = threading.Thread(target=run, name="judge-server", daemon=True)
         self._thread.start()
