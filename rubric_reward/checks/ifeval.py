@@ -102,8 +102,9 @@ def split_sentences(text: str) -> list[str]:
     if spans is None or realign is None:  # pragma: no cover - other package versions
         return list(tokenizer.tokenize(text))
     # The package's public tokenize() merges punctuation-only pieces ("Wow!!!"
-    # -> one sentence); NLTK, hence the reference, does not.  Its candidate
-    # spans plus realignment are exactly NLTK's boundaries.
+    # -> one sentence); NLTK, hence the reference, does not.  Candidate spans
+    # plus realignment give NLTK's boundaries (checked against NLTK on random
+    # text; only runs of spaced-out periods, ". . .", can differ).
     return [text[start:end] for start, end in realign(text, spans(text)) if end > start]
 
 
@@ -131,6 +132,7 @@ _ARCHAIC_T = re.compile(r"(?i)(?<= )('t)(is|was)\b")
 
 
 def _word_tokens(sentence: str) -> list[str]:
+    """Tokens of one sentence, cut where NLTK's word tokenizer would cut letters apart."""
     text = _OPENING_DOUBLE_QUOTE.sub(" `` ", sentence)
     text = _SENTENCE_FINAL_PERIOD.sub(" . ", text)
     text = _LEADING_APOSTROPHE.sub("' ", text)
@@ -152,6 +154,7 @@ def count_capital_words(text: str) -> int:
     )
 
 
+@lru_cache(maxsize=1024)  # seeded, hence a pure function; loose variants repeat texts
 def detect_language(text: str) -> str | None:
     """ISO code langdetect gives ``text`` (seeded), or ``None`` when it cannot tell."""
     try:
