@@ -316,6 +316,12 @@ def _criterion_from_obj(obj: Any, index: int, source: str) -> Criterion:
             raise RubricError(f"{where}: field 'kwargs' must be a mapping")
         if "options" in obj:
             raise RubricError(f"{where}: a check criterion takes no 'options'")
+        try:
+            from .checks import validate_check
+
+            validate_check(check, kwargs)
+        except ValueError as exc:
+            raise RubricError(f"{where}: field 'check': {exc}") from None
         return Criterion(
             name=name, requirement=requirement, weight=weight, kind=CriterionKind.CHECK,
             allow_abstain=False, check=check, kwargs=dict(kwargs),
