@@ -2,56 +2,35 @@
 
 Two verdict modes (``JudgeConfig.verdict_mode``):
 
-* ``"logprob"`` (default here): the answer is forced to ``{"reason": "", "verdict": "`` and every
-  allowed label (from the request's schema) is scored as a continuation, closing quote included, in
-  one batched forward pass. The label probabilities are normalised over the allowed labels, so any
-  model, however small, yields a well-formed verdict plus P(label). Single-criterion requests only;
-  multi-criterion requests fall back to generation.
+* ``"logprob"`` (default here): every allowed label (from the request's schema) is scored as a
+  continuation of the forced answer prefix, in one batched forward pass; label probabilities are
+  normalised over the allowed labels, so any model, however small, yields a well-formed verdict plus
+  P(label). Single-criterion requests only; multi-criterion requests fall back to generation.
 * ``"generate"``: greedy generation of the JSON answer, parsed by the same strict parser as remote
   judges.
 
-Concurrent requests are collected into batches (left padding) and run in a worker thread, so the
-event loop stays free. The reply has the same shape as a remote judge's, logprobs included.
+Batching (left padding, worker thread) comes from :class:`~rubric_reward.judges.local.BatchingBackend`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import math
-import time
-from collections.abc import Mapping
 from typing import Any
 
-from ..results import ErrorKind, JudgeError, Usage
-from .base import ChatReply, ChatRequest, TokenLogprob
+from ..results import Usage
+from .base import ChatReply, ChatRequest
 from .config import JudgeConfig
+from .local import ANSWER_PREFIX, BatchingBackend, allowed_labels, label_reply
 
-__all__ = ["ANSWER_PREFIX", "TransformersBackend", "allowed_labels"]
-
-ANSWER_PREFIX = '{"reason": "", "verdict": "'
-
-
-def allowed_labels(schema: Mapping[str, Any] | None) -> list[str] | None:
-    """The verdict labels a single-criterion request allows, or None for other schemas."""
-    try:
-        return list(schema["properties"]["verdict"]["enum"])  # type: ignore[index]
-    except (KeyError, TypeError):
-        return None
+__all__ = ["TransformersBackend"]
 
 
-class TransformersBackend:
+class TransformersBackend(BatchingBackend):
     """Judge with a local causal LM; see the module docstring for the two verdict modes."""
 
     def __init__(self, config: JudgeConfig, *, max_batch: int = 16, model: Any = None, tokenizer: Any = None):
-        self.config = config
-        self.name = config.name
-        self.max_batch = max_batch
+        super().__init__(config, max_batch=max_batch)
         self._model = model
         self._tokenizer = tokenizer
-        self._queue: asyncio.Queue | None = None
-        self._worker: asyncio.Task | None = None
-        self._load_lock: asyncio.Lock | None = None
 
     # ------------------------------------------------------------------ loading
     def _load(self) -> None:
@@ -70,57 +49,18 @@ class TransformersBackend:
         self._tokenizer = AutoTokenizer.from_pretrained(path)
         self._model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
 
-    def _prepare(self) -> None:
+    def prepare(self) -> None:
         if self._model is None:
             self._load()
         self._tokenizer.padding_side = "left"
         if self._tokenizer.pad_token is None:
             self._tokenizer.pad_token = self._tokenizer.eos_token
 
-    async def _ensure_worker(self) -> None:
-        if self._load_lock is None:
-            self._load_lock = asyncio.Lock()
-        async with self._load_lock:
-            await asyncio.to_thread(self._prepare)
-            if self._queue is None or self._worker is None or self._worker.done():
-                self._queue = asyncio.Queue()
-                self._worker = asyncio.create_task(self._run_batches())
-
-    # ------------------------------------------------------------------ batching
-    async def complete(self, request: ChatRequest) -> ChatReply:
-        start = time.perf_counter()
-        try:
-            await self._ensure_worker()
-        except Exception as exc:
-            return ChatReply(None, JudgeError(ErrorKind.CLIENT, f"could not load {self.config.model!r}: {exc}"))
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
-        await self._queue.put((request, future))
-        reply: ChatReply = await future
-        return ChatReply(reply.text, reply.error, reply.usage, latency_s=time.perf_counter() - start,
-                         logprobs=reply.logprobs, finish_reason=reply.finish_reason)
-
-    async def _run_batches(self) -> None:
-        while True:
-            batch = [await self._queue.get()]
-            await asyncio.sleep(0)  # let concurrent callers enqueue before the batch is cut
-            while len(batch) < self.max_batch and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            try:
-                replies = await asyncio.to_thread(self.run_batch, [r for r, _ in batch])
-            except Exception as exc:  # a model error fails this batch's calls, not the worker
-                err = JudgeError(ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}")
-                replies = [ChatReply(None, err) for _ in batch]
-            for (_, fut), reply in zip(batch, replies, strict=True):
-                if not fut.done():
-                    fut.set_result(reply)
-
     def run_batch(self, requests: list[ChatRequest]) -> list[ChatReply]:
         """Answer a batch synchronously (also usable without an event loop)."""
-        self._prepare()
-        mode = self.config.verdict_mode
+        self.prepare()
         replies: list[ChatReply | None] = [None] * len(requests)
-        scored = [i for i, r in enumerate(requests) if mode == "logprob" and allowed_labels(r.schema)]
-        generated = [i for i in range(len(requests)) if i not in set(scored)]
+        scored, generated = self.split_modes(requests)
         if scored:
             for i, reply in zip(scored, self._score_labels([requests[i] for i in scored]), strict=True):
                 replies[i] = reply
@@ -184,28 +124,4 @@ class TransformersBackend:
             lp = sum(float(logprobs[j, offset + p - 1, ids[p]]) for p in range(start, len(ids)))
             totals.setdefault(i, {})[label] = lp
             prompt_tokens[i] = start
-        replies = []
-        for i in range(len(requests)):
-            scores = totals[i]
-            norm = math.log(sum(math.exp(v) for v in scores.values()))
-            probs = {label: v - norm for label, v in scores.items()}
-            best = max(probs, key=probs.__getitem__)
-            reason = "logprob verdict: " + ", ".join(f"P({k})={math.exp(v):.3f}" for k, v in probs.items())
-            text = json.dumps({"reason": reason, "verdict": best})
-            tokens = (
-                TokenLogprob(ANSWER_PREFIX, 0.0, {ANSWER_PREFIX: 0.0}),
-                TokenLogprob(best, probs[best], probs),
-                TokenLogprob('"}', 0.0, {'"}': 0.0}),
-            )
-            replies.append(ChatReply(text, usage=Usage(prompt_tokens[i], 1), logprobs=tokens, finish_reason="stop"))
-        return replies
-
-    async def aclose(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
-            try:
-                await self._worker
-            except (asyncio.CancelledError, Exception):
-                pass
-        self._worker = self._queue = None
-        self._load_lock = None
+        return [label_reply(totals[i], prompt_tokens[i]) for i in range(len(requests))]
