@@ -23,6 +23,7 @@ class JudgeConfig:
     ``"per_item"`` (all criteria of a response in one call) or an integer k (k criteria per call).
     ``verdict_mode`` applies to local backends (transformers, in-process vLLM): ``"logprob"`` scores
     each allowed label as a forced continuation; ``"generate"`` generates and parses JSON.
+    ``engine_args`` go to ``vllm.LLM(...)`` for the in-process vLLM backend.
     The API key is read from the environment variable named by ``api_key_env``; the key itself never
     appears in a config, a cache, a result or a log.
     """
@@ -41,6 +42,7 @@ class JudgeConfig:
     logprobs: bool = False
     top_logprobs: int = 5
     verdict_mode: str = "logprob"
+    engine_args: Mapping[str, Any] = field(default_factory=dict)
     mode: str | int = "per_criterion"
     samples: int = 1
     weight: float = 1.0
@@ -125,6 +127,7 @@ class JudgeConfig:
         d = asdict(self)
         d["base_url"] = list(self.base_url) if isinstance(self.base_url, tuple) else self.base_url
         d["extra_body"] = dict(self.extra_body)
+        d["engine_args"] = dict(self.engine_args)
         return d
 
     @classmethod
