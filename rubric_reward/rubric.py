@@ -200,7 +200,10 @@ class Rubric:
         if not items:
             raise RubricError(f"{source}: 'criteria' is empty")
         criteria = tuple(_criterion_from_obj(x, i, source) for i, x in enumerate(items))
-        return cls(criteria=criteria, name=name or "rubric", guidelines=guidelines.strip())
+        try:
+            return cls(criteria=criteria, name=name or "rubric", guidelines=guidelines.strip())
+        except RubricError as exc:
+            raise RubricError(f"{source}: {exc}") from None
 
     @classmethod
     def from_questions(cls, questions: Sequence[str], *, name: str = "rubric") -> Rubric:

@@ -103,10 +103,15 @@ MALFORMED = [
 
 
 @pytest.mark.parametrize(("obj", "message"), MALFORMED, ids=[m for _, m in MALFORMED])
-def test_malformed_rubrics_name_the_problem(obj, message):
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_malformed_rubric_files_name_the_problem(tmp_path, obj, message, suffix):
+    import yaml
+
+    path = tmp_path / f"rubric{suffix}"
+    path.write_text(json.dumps(obj) if suffix == ".json" else yaml.safe_dump(obj))
     with pytest.raises(RubricError) as info:
-        Rubric.from_obj(obj)
-    assert message in str(info.value)
+        load_rubric(path)
+    assert message in str(info.value) and str(path) in str(info.value)
 
 
 def test_malformed_errors_name_the_criterion():
