@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -67,11 +67,15 @@ REFERENCE_FIELDS = ("follow_all_instructions", "follow_instruction_list", "instr
 
 @dataclass(frozen=True)
 class SystemResults:
-    """One system's strict and loose results on the same prompts, in the same order."""
+    """One system's strict and loose results on the same prompts, in the same order.
+
+    ``meta`` (where the responses came from, ...) is copied into the system's summary.
+    """
 
     name: str
     strict: list[IFEvalResult]
     loose: list[IFEvalResult]
+    meta: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.strict or len(self.strict) != len(self.loose):
@@ -86,7 +90,8 @@ class SystemResults:
         return summarize(self.results(mode))
 
 
-def evaluate_system(name: str, pairs: Iterable[tuple[Any, str]], *, progress: bool = False) -> SystemResults:
+def evaluate_system(name: str, pairs: Iterable[tuple[Any, str]], *, meta: Mapping[str, Any] | None = None,
+                    progress: bool = False) -> SystemResults:
     """Strict and loose evaluation of ``(row, response)`` pairs (e.g. from ``match_responses``)."""
     pairs = list(pairs)
     strict: list[IFEvalResult] = []
@@ -107,7 +112,7 @@ def evaluate_system(name: str, pairs: Iterable[tuple[Any, str]], *, progress: bo
     finally:
         if bar is not None:
             bar.stop()
-    return SystemResults(name, strict, loose)
+    return SystemResults(name, strict, loose, dict(meta or {}))
 
 
 # --------------------------------------------------------------------------------------------- one system
@@ -118,7 +123,7 @@ def _tallies(tallies: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def summary_dict(system: SystemResults) -> dict[str, Any]:
-    """Prompt/instruction-level accuracy x strict/loose, with per-type and per-category tallies."""
+    """Prompt/instruction-level accuracy x strict/loose, per-type and per-category tallies, and ``meta``."""
     out: dict[str, Any] = {"system": system.name}
     for mode in MODES:
         s = system.summary(mode)
@@ -131,7 +136,7 @@ def summary_dict(system: SystemResults) -> dict[str, Any]:
             "per_category": _tallies(s.per_category),
             "per_instruction": _tallies(s.per_instruction),
         }
-    return out
+    return {**out, **system.meta}
 
 
 def _pct(value: float | None) -> str:
@@ -373,14 +378,12 @@ def _write_text(path: Path, text: str) -> Path:
     return path
 
 
-def write_system(out_dir: str | Path, system: SystemResults, *, extra: Mapping[str, Any] | None = None,
-                 ) -> dict[str, Any]:
-    """Write ``eval_results_{strict,loose}.jsonl``, ``summary.json`` (plus ``extra`` fields) and
-    ``summary.md``; return the summary."""
+def write_system(out_dir: str | Path, system: SystemResults) -> dict[str, Any]:
+    """Write ``eval_results_{strict,loose}.jsonl``, ``summary.json`` and ``summary.md``; return the summary."""
     out = Path(out_dir)
     write_results_jsonl(out / "eval_results_strict.jsonl", system.strict)
     write_results_jsonl(out / "eval_results_loose.jsonl", system.loose)
-    summary = {**summary_dict(system), **(extra or {})}
+    summary = summary_dict(system)
     _write_text(out / "summary.json", json.dumps(summary, indent=2))
     _write_text(out / "summary.md", summary_markdown(summary))
     return summary

@@ -233,7 +233,8 @@ def _generate_vllm(conversations: list[list[dict[str, Any]]], model: str, adapte
         lora = LoRARequest("adapter", 1, os.path.abspath(adapter))
     llm = LLM(**kwargs)
     params = SamplingParams(temperature=0.0, max_tokens=max_new_tokens, seed=seed)
-    outputs = llm.chat(conversations, params, use_tqdm=progress, lora_request=lora, add_generation_prompt=True)
+    outputs = llm.chat(conversations, sampling_params=params, use_tqdm=progress, lora_request=lora,
+                       add_generation_prompt=True)
     return [o.outputs[0].text for o in outputs]
 
 
