@@ -175,12 +175,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rows = _select(all_rows, args.limit)
     out = Path(args.out_dir)
     if args.responses:
-        systems = [("trained", _pairs_from_file(rows, all_rows, args.responses, args.allow_missing),
-                    {"responses": str(args.responses)})]
-        if args.baseline_responses:
-            systems.insert(0, ("base", _pairs_from_file(rows, all_rows, args.baseline_responses,
-                                                        args.allow_missing),
-                               {"responses": str(args.baseline_responses)}))
+        trained = _pairs_from_file(rows, all_rows, args.responses, args.allow_missing)
+        if not args.baseline_responses:
+            systems = [(Path(args.responses).stem, trained, {"responses": str(args.responses)})]
+        else:
+            base = _pairs_from_file(rows, all_rows, args.baseline_responses, args.allow_missing)
+            common = {row.key for row, _ in base} & {row.key for row, _ in trained}  # differs only if allowed
+            systems = [("base", [p for p in base if p[0].key in common], {"responses": str(args.baseline_responses)}),
+                       ("trained", [p for p in trained if p[0].key in common], {"responses": str(args.responses)})]
+            if not common:
+                raise ValueError("the two responses files have no prompt in common")
     else:
         gen = {"model": args.model, "backend": args.backend, "max_new_tokens": args.max_new_tokens,
                "seed": args.seed, "decoding": "greedy"}
