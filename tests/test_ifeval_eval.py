@@ -451,3 +451,9 @@ def test_command_end_to_end_on_tiny_model(tmp_path, tiny_model_and_adapter):
     assert (out / "comparison.md").is_file()
     assert (out / "comparison.png").read_bytes().startswith(PNG_MAGIC)
     print(f"tiny end-to-end command: {elapsed:.1f} s")
+
+
+def test_example_config_parses():
+    args = cli.parse_args(["--config", str(ROOT / "configs" / "eval" / "ifeval.yaml"), "--limit", "3"])
+    assert args.model and args.adapter and args.backend == "transformers" and args.limit == 3
+    assert args.out_dir == "runs/ifeval" and args.keep_think is False
