@@ -1,0 +1,305 @@
+"""Greedy response generation for evaluation and training recipes.
+
+``generate_responses(prompts, model=..., backend=...)`` answers each prompt (a string, sent as one user
+turn, or a list of chat messages) with the model's own chat template and greedy decoding, stopping at
+end of sequence. Three backends:
+
+* ``"transformers"``: in-process on CPU or GPU, left-padded batches; an optional LoRA adapter is loaded
+  with peft (merged into the weights with ``merge_adapter=True``). When the adapter folder holds its own
+  tokenizer (TRL checkpoints do), that tokenizer and chat template are used.
+* ``"vllm"``: in-process ``vllm.LLM`` with ``temperature=0``; an adapter goes through
+  ``enable_lora=True`` and a ``LoRARequest``. Needs the ``vllm`` extra.
+* ``"openai"``: any OpenAI-compatible ``/chat/completions`` endpoint (``base_url``), concurrent requests
+  bounded by ``batch_size``. ``adapter``, when given, is the name the server serves the adapter under
+  (vLLM's ``--lora-modules NAME=PATH``) and is sent as the ``model`` field.
+
+Reasoning models (Qwen3) open their answer with a ``<think>...</think>`` block. It is stripped from the
+returned texts unless ``keep_think=True``; see :func:`strip_think`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["BACKENDS", "VLLM_INSTALL_HINT", "Prompt", "generate_responses", "strip_think", "to_messages"]
+
+try:  # model references (hub ids, local folders, the bundled default model)
+    from .models import resolve_model as _resolve
+except ImportError:  # pragma: no cover - rubric_reward.models not available yet
+    def _resolve(ref: str) -> str:
+        return ref
+
+Prompt = str | Sequence[Mapping[str, Any]]
+Backend = Literal["transformers", "vllm", "openai"]
+BACKENDS = ("transformers", "vllm", "openai")
+VLLM_INSTALL_HINT = "pip install 'rubric-reward[vllm]'"
+_TRAIN_HINT = "pip install 'rubric-reward[train]'"
+
+_THINK = re.compile(r"\A\s*<think>.*?</think>\s*", re.DOTALL)
+_OPEN_THINK = re.compile(r"\A\s*<think>", re.DOTALL)
+
+
+def strip_think(text: str) -> str:
+    """Drop a leading ``<think>...</think>`` block and the whitespace around it.
+
+    Only a block at the very start counts; later ``<think>`` text is part of the answer. A leading
+    block that is never closed (generation stopped while thinking) leaves no answer: ``""``.
+    """
+    match = _THINK.match(text)
+    if match:
+        return text[match.end():]
+    if _OPEN_THINK.match(text):
+        return ""
+    return text
+
+
+def to_messages(prompt: Prompt) -> list[dict[str, Any]]:
+    """A prompt as chat messages: a string becomes one user turn."""
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    messages = [dict(m) for m in prompt]
+    if not messages or not all("role" in m and "content" in m for m in messages):
+        raise ValueError("a prompt must be a string or a non-empty list of {'role', 'content'} messages")
+    return messages
+
+
+def generate_responses(
+    prompts: Sequence[Prompt],
+    *,
+    model: str,
+    adapter: str | None = None,
+    backend: Backend = "transformers",
+    base_url: str | None = None,
+    max_new_tokens: int = 512,
+    batch_size: int = 8,
+    seed: int = 0,
+    progress: bool = True,
+    keep_think: bool = False,
+    merge_adapter: bool = False,
+    api_key: str | None = None,
+    timeout_s: float = 600.0,
+) -> list[str]:
+    """Greedy responses to ``prompts``, in order (see the module docstring for the backends).
+
+    ``batch_size`` is the generation batch (transformers) or the number of concurrent requests
+    (openai); vLLM schedules its own batches. ``api_key`` is sent as a bearer token (openai only).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if max_new_tokens < 1 or batch_size < 1:
+        raise ValueError("max_new_tokens and batch_size must be positive")
+    conversations = [to_messages(p) for p in prompts]
+    if not conversations:
+        return []
+    if backend == "transformers":
+        texts = _generate_transformers(conversations, model, adapter, max_new_tokens, batch_size, seed,
+                                       progress, merge_adapter)
+    elif backend == "vllm":
+        texts = _generate_vllm(conversations, model, adapter, max_new_tokens, seed, progress)
+    else:
+        if not base_url:
+            raise ValueError("the openai backend needs base_url (e.g. http://127.0.0.1:8000/v1)")
+        texts = _generate_openai(conversations, adapter or model, base_url, max_new_tokens, batch_size, seed,
+                                 progress, api_key, timeout_s)
+    return texts if keep_think else [strip_think(t) for t in texts]
+
+
+# ------------------------------------------------------------------------------------------ progress
+
+
+def _progress(total: int, description: str, enabled: bool) -> tuple[Callable[[int], None], Callable[[], None]]:
+    """(advance, close) for a rich progress bar, or no-ops."""
+    if not enabled:
+        return (lambda n: None), (lambda: None)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   transient=False)
+    task = bar.add_task(description, total=total)
+    bar.start()
+    return (lambda n: bar.advance(task, n)), bar.stop
+
+
+# ------------------------------------------------------------------------------------------ transformers
+
+
+def _load_transformers(model: str, adapter: str | None, merge: bool) -> tuple[Any, Any]:
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise ImportError(f"the transformers backend needs torch and transformers: {_TRAIN_HINT}") from exc
+    path = _resolve(model)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    try:
+        lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    except (OSError, ValueError) as exc:
+        raise RuntimeError(f"could not load model {model!r} from {path}: {exc}") from exc
+    tokenizer_source = path
+    if adapter is not None:
+        try:
+            from peft import PeftModel
+        except ImportError as exc:
+            raise ImportError(f"loading a LoRA adapter needs peft: {_TRAIN_HINT}") from exc
+        try:
+            lm = PeftModel.from_pretrained(lm, adapter)
+        except (OSError, ValueError) as exc:
+            where = "local folder" if Path(adapter).is_dir() else "no local folder of that name; hub id"
+            raise RuntimeError(f"could not load LoRA adapter {adapter!r} ({where}): {exc}") from exc
+        if merge:
+            lm = lm.merge_and_unload()
+        if (Path(adapter) / "tokenizer_config.json").is_file():
+            tokenizer_source = adapter
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return lm.to(device).eval(), tokenizer
+
+
+def _eos_ids(lm: Any, tokenizer: Any) -> list[int]:
+    ids = lm.generation_config.eos_token_id
+    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    return ids
+
+
+def _generate_transformers(conversations: list[list[dict[str, Any]]], model: str, adapter: str | None,
+                           max_new_tokens: int, batch_size: int, seed: int, progress: bool,
+                           merge: bool) -> list[str]:
+    import torch
+
+    torch.manual_seed(seed)
+    lm, tok = _load_transformers(model, adapter, merge)
+    if not getattr(tok, "chat_template", None):
+        raise ValueError(f"the tokenizer of {model!r} has no chat template")
+    # apply_chat_template(return_tensors=...) returns a BatchEncoding in transformers 5: render, then tokenize.
+    texts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
+    lengths = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    order = sorted(range(len(texts)), key=lambda i: -lengths[i])  # similar lengths share a batch
+    eos = _eos_ids(lm, tok)
+    out: list[str] = [""] * len(texts)
+    advance, close = _progress(len(texts), "generating", progress)
+    try:
+        for start in range(0, len(order), batch_size):
+            batch = order[start:start + batch_size]
+            enc = tok([texts[i] for i in batch], return_tensors="pt", padding=True,
+                      add_special_tokens=False).to(lm.device)
+            with torch.inference_mode():
+                generated = lm.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, temperature=None,
+                                        top_p=None, top_k=None, eos_token_id=eos, pad_token_id=tok.pad_token_id)
+            for i, row in zip(batch, generated[:, enc["input_ids"].shape[1]:].tolist(), strict=True):
+                cut = next((j for j, t in enumerate(row) if t in eos), len(row))
+                out[i] = tok.decode(row[:cut], skip_special_tokens=True)
+            advance(len(batch))
+    finally:
+        close()
+    return out
+
+
+# ------------------------------------------------------------------------------------------ vllm
+
+
+def _lora_rank(adapter: str) -> int:
+    """The smallest ``max_lora_rank`` vLLM accepts that fits the adapter's rank (16 if unknown)."""
+    try:
+        rank = int(json.loads((Path(adapter) / "adapter_config.json").read_text())["r"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 16
+    return next((r for r in (8, 16, 32, 64, 128, 256, 320, 512) if r >= rank), rank)
+
+
+def _generate_vllm(conversations: list[list[dict[str, Any]]], model: str, adapter: str | None,
+                   max_new_tokens: int, seed: int, progress: bool) -> list[str]:
+    try:
+        from vllm import LLM, SamplingParams
+    except ImportError as exc:
+        raise ImportError(f"the vllm backend needs vLLM, which is not installed: {VLLM_INSTALL_HINT}") from exc
+    kwargs: dict[str, Any] = {"model": _resolve(model), "seed": seed}
+    lora = None
+    if adapter is not None:
+        from vllm.lora.request import LoRARequest
+
+        kwargs.update(enable_lora=True, max_lora_rank=_lora_rank(adapter))
+        lora = LoRARequest("adapter", 1, os.path.abspath(adapter))
+    llm = LLM(**kwargs)
+    params = SamplingParams(temperature=0.0, max_tokens=max_new_tokens, seed=seed)
+    outputs = llm.chat(conversations, sampling_params=params, use_tqdm=progress, lora_request=lora,
+                       add_generation_prompt=True)
+    return [o.outputs[0].text for o in outputs]
+
+
+# ------------------------------------------------------------------------------------------ openai
+
+
+def _generate_openai(conversations: list[list[dict[str, Any]]], model: str, base_url: str,
+                     max_new_tokens: int, concurrency: int, seed: int, progress: bool, api_key: str | None,
+                     timeout_s: float) -> list[str]:
+    url = base_url.rstrip("/") + "/chat/completions"
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    advance, close = _progress(len(conversations), "generating", progress)
+
+    async def run() -> list[str]:
+        import aiohttp
+
+        limit = asyncio.Semaphore(concurrency)
+        timeout = aiohttp.ClientTimeout(total=timeout_s)
+        async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
+
+            async def one(messages: list[dict[str, Any]]) -> str:
+                body = {"model": model, "messages": messages, "temperature": 0, "max_tokens": max_new_tokens,
+                        "seed": seed}
+                async with limit:
+                    try:
+                        async with session.post(url, json=body) as resp:
+                            text = await resp.text()
+                            if resp.status != 200:
+                                raise RuntimeError(f"{url} returned HTTP {resp.status}: {text[:300]}")
+                    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                        raise RuntimeError(f"request to {url} failed: {type(exc).__name__}: {exc}") from None
+                try:
+                    content = json.loads(text)["choices"][0]["message"]["content"]
+                except (ValueError, KeyError, IndexError, TypeError):
+                    raise RuntimeError(f"{url} returned an unexpected body: {text[:300]}") from None
+                advance(1)
+                return content or ""
+
+            return list(await asyncio.gather(*(one(m) for m in conversations)))
+
+    try:
+        return _run_coroutine(run)
+    finally:
+        close()
+
+
+def _run_coroutine(factory: Callable[[], Any]) -> Any:
+    """``asyncio.run(factory())``, in a helper thread when the caller already runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(factory())
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(factory())
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="rubric-reward-rollouts")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
