@@ -30,11 +30,7 @@ from typing import Any, Literal
 
 __all__ = ["BACKENDS", "VLLM_INSTALL_HINT", "Prompt", "generate_responses", "strip_think", "to_messages"]
 
-try:  # model references (hub ids, local folders, the bundled default model)
-    from .models import resolve_model as _resolve
-except ImportError:  # pragma: no cover - rubric_reward.models not available yet
-    def _resolve(ref: str) -> str:
-        return ref
+from .models import resolve_model as _resolve  # hub ids, local folders, the bundled default model
 
 Prompt = str | Sequence[Mapping[str, Any]]
 Backend = Literal["transformers", "vllm", "openai"]
