@@ -1,4 +1,5 @@
-"""Command line for evaluation runs: ``rubric-reward eval --config run.yaml`` and ``report RUN_DIR``.
+"""Command line for evaluation runs: ``rubric-reward eval --config run.yaml``, ``report RUN_DIR`` and
+``compare BASELINE RUN...``.
 
 ``add_eval_commands(subparsers)`` registers both on the main ``rubric-reward`` parser; this module
 also runs on its own (``python -m rubric_reward.cli_eval eval --config run.yaml``).
@@ -35,7 +36,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         overrides["report"] = False
     if overrides:
         config = replace(config, **overrides)
-    summary = run_eval(config)
+    try:
+        summary = run_eval(config)
+    except KeyboardInterrupt:
+        print("interrupted; results so far are saved: rerun the same command to continue", file=sys.stderr)
+        return 130
     o = (summary.metrics or {}).get("overall") or {}
     acc = o.get("exact")
     print(
@@ -56,8 +61,21 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    import json
+
+    from .compare import compare_many, compare_runs
+
+    if len(args.runs) == 1:
+        result = compare_runs(args.runs[0], args.baseline, by=args.by)
+    else:
+        result = compare_many(args.baseline, {r: r for r in args.runs}, by=args.by)
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+    return 0
+
+
 def add_eval_commands(subparsers: Any) -> None:
-    """Register ``eval`` and ``report`` on an argparse subparsers object."""
+    """Register ``eval``, ``report`` and ``compare`` on an argparse subparsers object."""
     p = subparsers.add_parser("eval", help="judge a dataset against human labels (resumable) and report agreement")
     p.add_argument("--config", required=True, help="eval config YAML (see configs/eval/example.yaml)")
     p.add_argument("--max-cost", type=float, help="stop cleanly before this invocation's new spend would pass this")
@@ -69,6 +87,12 @@ def add_eval_commands(subparsers: Any) -> None:
     p = subparsers.add_parser("report", help="rebuild metrics.json and the report of a run folder")
     p.add_argument("run_dir", help="a folder written by 'rubric-reward eval'")
     p.set_defaults(func=_cmd_report)
+
+    p = subparsers.add_parser("compare", help="compare runs on the same items (paired tests; Holm across runs)")
+    p.add_argument("baseline", help="the reference run folder")
+    p.add_argument("runs", nargs="+", help="run folder(s) compared with the baseline (statistics: run - baseline)")
+    p.add_argument("--by", default="id", choices=["id", "row"], help="how items are paired (default: id)")
+    p.set_defaults(func=_cmd_compare)
 
 
 def main(argv: list[str] | None = None) -> int:
