@@ -233,20 +233,23 @@ def item_key(item: EvalItem, run: str) -> str:
 
 # ---------------------------------------------------------------------------- MERGE SEAM
 # Until ``Judge(config, cache=...)`` lands with the transport branch, the runner wraps each judge's
-# backend itself: the cache is consulted before sending and successes are stored; a reply without a
-# cost is priced from the config's per-token prices. At merge time replace ``_make_judge`` by
-# ``Judge(config, cache=cache)`` and delete ``_CachedBackend`` (the transport prices replies).
+# backend itself: the cache is consulted before sending and successes are stored; requests in flight
+# are held to ``max_concurrency``; a reply without a cost is priced from the config's per-token
+# prices. At merge time replace ``_make_judge`` by ``Judge(config, cache=cache)`` and delete
+# ``_CachedBackend`` (the transport does limits and pricing).
 class _CachedBackend:
     def __init__(self, inner: Any, config: JudgeConfig, cache: SQLiteCache | None):
         self.inner, self.config, self.cache = inner, config, cache
         self.name = config.name
+        self._slots = asyncio.Semaphore(config.max_concurrency)
 
     async def complete(self, request: ChatRequest) -> ChatReply:
         if self.cache is not None:
             hit = await self.cache.get(self.config, request)
             if hit is not None:
                 return hit
-        reply = await self.inner.complete(request)
+        async with self._slots:
+            reply = await self.inner.complete(request)
         c = self.config
         if reply.cost == 0.0 and (c.input_cost_per_token or c.output_cost_per_token):
             u = reply.usage
@@ -352,6 +355,8 @@ async def _run_locked(config: EvalConfig, out: Path) -> RunSummary:
                             "(same rubric, prompt and response, and no distinguishing id)")
         first_row[k] = it.row
 
+    for stale in out.glob(".*.tmp-*"):  # left by a kill during an atomic write
+        stale.unlink(missing_ok=True)
     journal = Journal(out / "results.jsonl")
     previous = journal.latest(repair=True)
     done = {k for k in keys if (previous.get(k) or {}).get("status") == "ok"}
