@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,20 @@ def human_label(criterion: str, response: str) -> str:
     if criterion == "tone":
         return TONES[(TONES.index(label) + 1) % 3]
     return "UNMET" if label == "MET" else "MET"
+
+
+@contextlib.contextmanager
+def serve(judge: ScriptedJudge | None = None, **kw: Any) -> Iterator[JudgeServer]:
+    """A loopback judge server whose event loop is closed afterwards (``JudgeServer.stop`` leaves it
+    open, and its sockets would otherwise surface as ResourceWarnings in whichever test runs next)."""
+    server = JudgeServer(judge or scripted_judge(), **kw).start()
+    loop = server._loop
+    try:
+        yield server
+    finally:
+        server.stop()
+        if loop is not None and not loop.is_running() and not loop.is_closed():
+            loop.close()
 
 
 def scripted_judge() -> ScriptedJudge:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from _runner_fixtures import RUBRIC, eval_config, read_results, scripted_judge, verdict_view, write_dataset
+from _runner_fixtures import RUBRIC, eval_config, read_results, serve, verdict_view, write_dataset
 
 from rubric_reward import prompts
 from rubric_reward.cache import SQLiteCache, cache_key, refreshing
@@ -19,7 +19,6 @@ from rubric_reward.judges.config import JudgeConfig
 from rubric_reward.results import ErrorKind, JudgeError, Usage
 from rubric_reward.rubric import Rubric
 from rubric_reward.runner import run_eval
-from rubric_reward.testing.judge_server import JudgeServer
 
 CONFIG = JudgeConfig(model="m", base_url="http://127.0.0.1:9000/v1", api_key_env="RR_KEY_A")
 
@@ -182,7 +181,7 @@ def test_eval_runs_hit_the_cache_across_key_rotation_and_never_store_the_key(tmp
     write_dataset(tmp_path, n=6)
     secret_a, secret_b = "sk-test-SECRET-aaaa1111", "sk-test-SECRET-bbbb2222"
     cache_path = str(tmp_path / "shared-cache.sqlite")
-    with JudgeServer(scripted_judge()) as server:
+    with serve() as server:
         judge = {"api_key_env": "RR_TEST_JUDGE_KEY"}
         monkeypatch.setenv("RR_TEST_JUDGE_KEY", secret_a)
         first = run_eval(eval_config(tmp_path, server, out="run-a", judge=judge, cache=cache_path, report=True))

@@ -219,3 +219,40 @@ def test_krippendorff_alpha_over_ensemble_votes():
     assert c["krippendorff_alpha"]["alpha"] == pytest.approx(want)
     assert c["krippendorff_alpha"]["raters"] == 3
     assert criterion(compute_metrics(synthetic(5), RUBRICS), "a")["krippendorff_alpha"] is None
+
+
+# ---------------------------------------------------------------------------- comparing runs
+def _run(records):
+    from rubric_reward.metrics import RunData
+
+    return RunData(records, RUBRICS, {})
+
+
+def test_compare_runs_pairs_items_and_matches_the_stats_module():
+    from rubric_reward.compare import compare_many, compare_runs
+
+    a_records, b_records = synthetic(30, seed=1), synthetic(30, seed=1)
+    rng = np.random.default_rng(9)
+    for r in b_records:  # B: same items, scores shifted down, some verdicts changed
+        r["score"] = max(0.0, r["score"] - 0.1 * rng.random())
+        if rng.random() < 0.3:
+            v = r["result"]["verdicts"][0]
+            v["label"] = "UNMET" if v["label"] == "MET" else "MET"
+    b_records.reverse()  # pairing is by id, not by position
+    out = compare_runs(_run(a_records), _run(b_records))
+    sa = [r["score"] for r in a_records]
+    sb = [r["score"] for r in sorted(b_records, key=lambda r: r["row"])]
+    s = out["scores"]
+    assert out["n_shared"] == 30 and s["n"] == 30
+    assert s["permutation"] == stats.paired_permutation_test(sa, sb, seed=0).to_dict()
+    assert s["wilcoxon"]["pvalue"] == pytest.approx(sps.wilcoxon(np.subtract(sa, sb)).pvalue)
+    assert s["cohens_d"] == pytest.approx(np.mean(np.subtract(sa, sb)) / np.std(np.subtract(sa, sb), ddof=1))
+    assert s["difference"]["estimate"] == pytest.approx(np.mean(np.subtract(sa, sb)))
+    acc = out["accuracy"]
+    assert acc["n_decisions"] == 120 and acc["mcnemar"]["b"] + acc["mcnemar"]["c"] > 0
+
+    many = compare_many(_run(b_records), {"ckpt1": _run(a_records), "ckpt2": _run(synthetic(30, seed=1))})
+    p1 = many["comparisons"]["ckpt1"]["scores"]["permutation"]["pvalue"]
+    p2 = many["comparisons"]["ckpt2"]["scores"]["permutation"]["pvalue"]
+    assert [many["comparisons"][n]["scores"]["permutation_pvalue_holm"] for n in ("ckpt1", "ckpt2")] == \
+        pytest.approx(stats.holm_adjust([p1, p2]))

@@ -10,12 +10,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from _runner_fixtures import REPO, eval_config, scripted_judge, write_dataset, write_jsonl
+from _runner_fixtures import REPO, eval_config, serve, write_dataset, write_jsonl
 
 from rubric_reward import cli_eval
 from rubric_reward.report import fmt
 from rubric_reward.runner import EvalConfig, run_eval
-from rubric_reward.testing.judge_server import JudgeServer
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -36,7 +35,7 @@ def assert_valid_png(path: Path) -> None:
 def run_dir(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("report")
     write_dataset(tmp, n=16)
-    with JudgeServer(scripted_judge()) as server:
+    with serve() as server:
         summary = run_eval(eval_config(tmp, server, report=True))
     assert summary.status == "complete"
     return tmp / "run"
@@ -92,7 +91,7 @@ def test_report_without_human_labels(tmp_path):
     write_dataset(tmp_path, n=4)
     rows = [json.loads(x) for x in (tmp_path / "items.jsonl").read_text().splitlines()]
     write_jsonl(tmp_path / "items.jsonl", [{k: v for k, v in r.items() if k != "labels"} for r in rows])
-    with JudgeServer(scripted_judge()) as server:
+    with serve() as server:
         run_eval(eval_config(tmp_path, server, report=True))
     md = (tmp_path / "run" / "report.md").read_text()
     assert "| exact accuracy [95% CI, clusters: group] | n/a |" in md
@@ -104,7 +103,7 @@ def test_the_bundled_example_runs_against_its_scripted_judge(tmp_path):
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     config = EvalConfig.from_yaml(REPO / "configs" / "eval" / "example.yaml")
-    with JudgeServer(example.make_judge()) as server:
+    with serve(example.make_judge()) as server:
         judges = tuple(replace(j, base_url=server.base_url) for j in config.judges)
         summary = run_eval(replace(config, judges=judges, out_dir=str(tmp_path / "example"), progress=False))
     assert summary.status == "complete" and summary.n_ok == 12 and summary.spent > 0

@@ -21,7 +21,7 @@ from _runner_fixtures import (
     eval_config,
     make_rows,
     read_results,
-    scripted_judge,
+    serve,
     verdict_view,
     write_dataset,
     write_jsonl,
@@ -32,7 +32,7 @@ from rubric_reward.datasets_io import DataError, FieldMap, load_items
 from rubric_reward.prompts import template_hash
 from rubric_reward.rubric import Rubric
 from rubric_reward.runner import EvalConfig, run_eval
-from rubric_reward.testing.judge_server import Fault, FaultPlan, JudgeServer
+from rubric_reward.testing.judge_server import Fault, FaultPlan
 
 # ---------------------------------------------------------------------------- datasets
 
@@ -133,7 +133,7 @@ def test_yaml_config_resolves_inputs_next_to_the_file_and_rejects_unknown_fields
 # ---------------------------------------------------------------------------- runs
 def test_run_writes_one_line_per_item_a_manifest_and_resumes_for_free(tmp_path):
     write_dataset(tmp_path, n=8)
-    with JudgeServer(scripted_judge()) as server:
+    with serve() as server:
         summary = run_eval(eval_config(tmp_path, server, seed=5))
         assert summary.status == "complete" and summary.n_ok == 8 and server.requests == 24
         server.reset_stats()
@@ -154,7 +154,7 @@ def test_run_writes_one_line_per_item_a_manifest_and_resumes_for_free(tmp_path):
 
 def test_a_torn_last_line_is_dropped_and_the_item_judged_again(tmp_path):
     write_dataset(tmp_path, n=5)
-    with JudgeServer(scripted_judge()) as server:
+    with serve() as server:
         run_eval(eval_config(tmp_path, server))
         path = tmp_path / "run" / "results.jsonl"
         lines = path.read_text().splitlines(keepends=True)
@@ -168,7 +168,7 @@ def test_a_torn_last_line_is_dropped_and_the_item_judged_again(tmp_path):
 def test_failed_items_are_retried_and_only_their_missing_calls_are_sent(tmp_path):
     write_dataset(tmp_path, n=6)
     faults = FaultPlan(fixed={2: Fault(status=500), 7: Fault(status=503)})
-    with JudgeServer(scripted_judge(), faults=faults) as server:
+    with serve(faults=faults) as server:
         first = run_eval(eval_config(tmp_path, server, concurrency=1))
         assert first.status == "incomplete" and first.n_failed == 2
         failed = [e for e in read_results(tmp_path / "run") if e["status"] == "failed"]
@@ -184,7 +184,7 @@ def test_failed_items_are_retried_and_only_their_missing_calls_are_sent(tmp_path
 def test_items_that_failed_to_parse_ask_the_judge_again_despite_the_cache(tmp_path):
     write_dataset(tmp_path, n=4)
     faults = FaultPlan(fixed={1: Fault(content="I think it is fine.")})
-    with JudgeServer(scripted_judge(), faults=faults) as server:
+    with serve(faults=faults) as server:
         first = run_eval(eval_config(tmp_path, server, concurrency=1, grading={"reask": False}))
         assert first.n_failed == 1
         server.faults = FaultPlan()
@@ -196,7 +196,7 @@ def test_items_that_failed_to_parse_ask_the_judge_again_despite_the_cache(tmp_pa
 
 def test_changing_one_row_only_judges_that_row(tmp_path):
     write_dataset(tmp_path, n=5)
-    with JudgeServer(scripted_judge()) as server:
+    with serve() as server:
         run_eval(eval_config(tmp_path, server, cache=None))
         rows = make_rows(5)
         rows[2]["response"] = "A different answer entirely."
@@ -213,7 +213,7 @@ def test_changing_one_row_only_judges_that_row(tmp_path):
 def test_budget_cap_stops_cleanly_and_a_rerun_continues(tmp_path, capsys):
     write_dataset(tmp_path, n=10)
     prices = {"input_cost_per_token": 1e-3, "output_cost_per_token": 1e-3}
-    with JudgeServer(scripted_judge()) as server:
+    with serve() as server:
         probe = run_eval(eval_config(tmp_path, server, out="probe", judge=prices, limit=1))
         item_cost = probe.spent
         assert item_cost > 0
@@ -248,18 +248,19 @@ def test_a_second_runner_on_the_same_folder_is_refused(tmp_path):
     (tmp_path / "run").mkdir()
     with open(tmp_path / "run" / ".lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        with JudgeServer(scripted_judge()) as server, pytest.raises(RuntimeError, match="another run"):
+        with serve() as server, pytest.raises(RuntimeError, match="another run"):
             run_eval(eval_config(tmp_path, server))
 
 
 # ---------------------------------------------------------------------------- SIGKILL
-def _spawn(config_path: Path) -> subprocess.Popen:
+def _spawn(config_path: Path, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen(
-        [sys.executable, "-m", "rubric_reward.cli_eval", "eval", "--config", str(config_path), "--quiet",
-         "--no-report"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
+    with open(log, "ab") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "rubric_reward.cli_eval", "eval", "--config", str(config_path), "--quiet",
+             "--no-report"],
+            env=env, stdout=subprocess.DEVNULL, stderr=err,
+        )
 
 
 def _lines(path: Path) -> int:
@@ -273,28 +274,28 @@ def test_sigkill_at_random_moments_then_resume_equals_an_uninterrupted_run(tmp_p
     n = 30
     write_dataset(tmp_path, n=n)
     rng = random.Random(1234)
-    with JudgeServer(scripted_judge(), latency_s=lambda body: 0.01 + 0.04 * random.random()) as server:
+    with serve(latency_s=lambda body: 0.01 + 0.04 * random.random()) as server:
         baseline = run_eval(eval_config(tmp_path, server, out="baseline", concurrency=3))
         assert baseline.status == "complete"
 
         cfg = tmp_path / "killed.yaml"
         cfg.write_text(yaml.safe_dump(config_dict(tmp_path, server, out="killed", concurrency=3)))
-        results = tmp_path / "killed" / "results.jsonl"
+        results, log = tmp_path / "killed" / "results.jsonl", tmp_path / "child.log"
         kills = 0
         for threshold in sorted(rng.sample(range(2, n - 2), 3)):
-            proc = _spawn(cfg)
+            proc = _spawn(cfg, log)
             deadline = time.monotonic() + 60
             while _lines(results) < threshold and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.002)
             time.sleep(rng.random() * 0.03)  # land anywhere: mid-call, mid-write, between items
             proc.send_signal(signal.SIGKILL)
             rc = proc.wait(30)
-            assert rc in (-signal.SIGKILL, 0), proc.stderr.read().decode()
+            assert rc in (-signal.SIGKILL, 0), log.read_text()
             kills += rc == -signal.SIGKILL
         assert kills >= 2
 
-        final = _spawn(cfg)
-        assert final.wait(120) == 0, final.stderr.read().decode()
+        final = _spawn(cfg, log)
+        assert final.wait(120) == 0, log.read_text()
 
     got = read_results(tmp_path / "killed")
     want = read_results(tmp_path / "baseline")
@@ -303,3 +304,25 @@ def test_sigkill_at_random_moments_then_resume_equals_an_uninterrupted_run(tmp_p
     assert {e["key"]: verdict_view(e) for e in got} == {e["key"]: verdict_view(e) for e in want}
     manifest = json.loads((tmp_path / "killed" / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["counts"]["ok"] == n
+
+
+def test_an_ensemble_run_reports_inter_judge_alpha(tmp_path):
+    write_dataset(tmp_path, n=6)
+    with serve() as server:
+        config = config_dict(tmp_path, server)
+        config["judges"] = [{**config["judges"][0], "name": "j1"}, {**config["judges"][0], "name": "j2"}]
+        summary = run_eval(EvalConfig.from_dict(config))
+    assert summary.status == "complete" and server.requests == 6 * 3 * 2
+    tone = next(c for c in summary.metrics["criteria"] if c["name"] == "tone")
+    assert tone["krippendorff_alpha"]["raters"] == 2 and tone["krippendorff_alpha"]["alpha"] == 1.0
+
+
+def test_a_zero_budget_judges_nothing_and_still_writes_metrics(tmp_path):
+    write_dataset(tmp_path, n=3)
+    with serve() as server:
+        summary = run_eval(eval_config(tmp_path, server, max_cost=0.0, report=True,
+                                       judge={"input_cost_per_token": 1e-3}))
+    assert summary.status == "stopped_by_budget" and summary.n_missing == 3 and server.requests == 0
+    assert read_results(tmp_path / "run") == []
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["items"]["n"] == 0
+    assert (tmp_path / "run" / "report.md").exists()
