@@ -144,7 +144,11 @@ def _csv_rows(path: Path) -> Iterator[Mapping[str, Any]]:
 
 
 def _load_hf(source: DataSource) -> Any:
-    import datasets
+    try:
+        import datasets
+    except ImportError:
+        raise DataError(f"{source.describe()}: reading a Hugging Face dataset needs 'datasets' "
+                        "(pip install datasets)") from None
 
     if source.path is not None:
         ds = datasets.load_from_disk(source.path)

@@ -22,6 +22,8 @@ from .metrics import RunData, compute_metrics, item_scores, load_run
 
 __all__ = ["build_report", "fmt", "rebuild_report", "write_report"]
 
+MAX_PLOTTED = 40  # criteria in the bar chart and with a confusion plot (the most-labelled ones)
+
 
 # ---------------------------------------------------------------------------- blocks
 @dataclass(frozen=True, slots=True)
@@ -239,8 +241,14 @@ def build_report(run_dir: str | Path, metrics: Mapping[str, Any], run: RunData) 
                 fmt((c["krippendorff_alpha"] or {}).get("alpha"))] for c in crit]),
     ]
     labelled = [c for c in crit if c["n"]]
-    if labelled:
-        _plot_bars(labelled, plots / "criteria_accuracy_kappa.png")
+    plotted = labelled
+    if len(labelled) > MAX_PLOTTED:
+        keep = {id(c) for c in sorted(labelled, key=lambda c: -c["n"])[:MAX_PLOTTED]}
+        plotted = [c for c in labelled if id(c) in keep]
+        blocks.append(Para(f"Plots show the {MAX_PLOTTED} criteria with the most labelled decisions "
+                           f"(of {len(labelled)})."))
+    if plotted:
+        _plot_bars(plotted, plots / "criteria_accuracy_kappa.png")
         blocks.append(Image("plots/criteria_accuracy_kappa.png", "per-criterion exact accuracy and kappa"))
 
     rows = [
@@ -253,7 +261,7 @@ def build_report(run_dir: str | Path, metrics: Mapping[str, Any], run: RunData) 
                         "gave it too; precision: of the judge's uses of the label, the share humans agree with."),
                    Table(["criterion", "option", "human support", "precision", "recall"], rows)]
 
-    with_matrix = [c for c in labelled if c.get("confusion")]
+    with_matrix = [c for c in plotted if c.get("confusion")]
     if with_matrix:
         blocks.append(Heading(2, "Confusion matrices (rows: human, columns: judge)"))
         for c in with_matrix:

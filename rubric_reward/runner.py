@@ -297,7 +297,18 @@ def run_eval(config: EvalConfig) -> RunSummary:
     return asyncio.run(arun_eval(config))
 
 
+def _check_dependencies(config: EvalConfig) -> None:
+    """Fail before judging, not after, when the statistics or plotting libraries are missing."""
+    import importlib.util
+
+    needed = ["scipy", "sklearn"] + (["matplotlib"] if config.report else [])
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
+    if missing:
+        raise RuntimeError(f"rubric-reward eval needs {', '.join(missing)}: pip install 'rubric-reward[stats]'")
+
+
 async def arun_eval(config: EvalConfig) -> RunSummary:
+    _check_dependencies(config)
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with _exclusive(out / ".lock"):
@@ -358,14 +369,16 @@ async def _run_locked(config: EvalConfig, out: Path) -> RunSummary:
     for stale in out.glob(".*.tmp-*"):  # left by a kill during an atomic write
         stale.unlink(missing_ok=True)
     journal = Journal(out / "results.jsonl")
-    previous = journal.latest(repair=True)
+    entries = journal.read(repair=True)
+    previous = {e["key"]: e for e in entries}  # the last entry per key
     done = {k for k in keys if (previous.get(k) or {}).get("status") == "ok"}
     todo = [i for i, k in enumerate(keys) if k not in done]
     refresh = {keys[i] for i in todo if keys[i] in previous and _parse_failed(previous[keys[i]])}
 
     rubrics = {it.rubric.fingerprint(): it.rubric.to_dict() for it in items}
     write_atomic(out / "rubrics.json", json.dumps(rubrics, indent=2, ensure_ascii=False) + "\n")
-    manifest = _manifest(config, out, run, len(items), started)
+    manifest = _manifest(config, out, run, len(items), started, entries)
+    invocation = len(manifest["invocations"])
     write_atomic(out / "manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
 
     cache = SQLiteCache(config.cache_path) if config.cache_path is not None else None
@@ -373,7 +386,8 @@ async def _run_locked(config: EvalConfig, out: Path) -> RunSummary:
     state = _State()
     status = "interrupted"
     try:
-        await _schedule(config, items, keys, todo, refresh, grader, journal, run, state, done_before=len(done))
+        await _schedule(config, items, keys, todo, refresh, grader, journal, run, state, done_before=len(done),
+                        invocation=invocation)
         status = "stopped_by_budget" if state.stopped_by_budget else "complete"
     finally:
         await grader.aclose()
@@ -407,13 +421,18 @@ def _refresh_entry(entry: dict[str, Any], item: EvalItem) -> dict[str, Any]:
     return {**entry, "id": item.id, "row": item.row, "group": item.group, "labels": dict(item.labels)}
 
 
-def _manifest(config: EvalConfig, out: Path, run: str, n_items: int, started: str) -> dict[str, Any]:
+def _manifest(config: EvalConfig, out: Path, run: str, n_items: int, started: str,
+              entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     from . import __version__
 
     old: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
         old = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     invocations = list(old.get("invocations") or []) if isinstance(old, dict) else []
+    for n, inv in enumerate(invocations, 1):
+        if "status" not in inv:  # killed: what it spent is what its journal entries record
+            inv.update(status="killed", graded=sum(e.get("invocation") == n for e in entries),
+                       spent=sum(float(e.get("cost") or 0.0) for e in entries if e.get("invocation") == n))
     invocations.append({"started_at": started, "max_cost": config.max_cost, "pid": os.getpid()})
     return {
         "package": "rubric-reward",
@@ -457,7 +476,7 @@ def _budget_allows(config: EvalConfig, state: _State, in_flight: int) -> bool:
 
 async def _schedule(config: EvalConfig, items: Sequence[EvalItem], keys: Sequence[str], todo: Sequence[int],
                     refresh: set[str], grader: Grader, journal: Journal, run: str, state: _State,
-                    done_before: int) -> None:
+                    done_before: int, invocation: int) -> None:
     async def grade(i: int) -> ScoreResult:
         it = items[i]
         if keys[i] in refresh:
@@ -481,7 +500,7 @@ async def _schedule(config: EvalConfig, items: Sequence[EvalItem], keys: Sequenc
                 for task in finished:
                     i = tasks.pop(task)
                     result = task.result()
-                    _record(journal, items[i], keys[i], run, result, state)
+                    _record(journal, items[i], keys[i], run, result, state, invocation)
                     progress.advance(state)
     finally:
         for task in tasks:
@@ -491,14 +510,15 @@ async def _schedule(config: EvalConfig, items: Sequence[EvalItem], keys: Sequenc
         journal.close()
 
 
-def _record(journal: Journal, item: EvalItem, key: str, run: str, result: ScoreResult, state: _State) -> None:
+def _record(journal: Journal, item: EvalItem, key: str, run: str, result: ScoreResult, state: _State,
+            invocation: int) -> None:
     failed = _failed(result)
     cost = result.cost
     journal.append({
         "key": key, "id": item.id, "row": item.row, "group": item.group,
         "rubric": item.rubric.name, "rubric_fingerprint": item.rubric.fingerprint(), "run": run,
         "labels": dict(item.labels), "status": "failed" if failed else "ok", "score": result.score,
-        "cost": cost, "finished_at": _now(), "result": result.to_dict(),
+        "cost": cost, "invocation": invocation, "finished_at": _now(), "result": result.to_dict(),
     })
     state.graded += 1
     state.failed += failed

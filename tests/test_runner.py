@@ -304,6 +304,9 @@ def test_sigkill_at_random_moments_then_resume_equals_an_uninterrupted_run(tmp_p
     assert {e["key"]: verdict_view(e) for e in got} == {e["key"]: verdict_view(e) for e in want}
     manifest = json.loads((tmp_path / "killed" / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["counts"]["ok"] == n
+    statuses = [i["status"] for i in manifest["invocations"]]
+    assert statuses[-1] == "complete" and 1 <= statuses.count("killed") <= kills
+    assert sum(i["graded"] for i in manifest["invocations"]) >= n
 
 
 def test_an_ensemble_run_reports_inter_judge_alpha(tmp_path):
