@@ -1,0 +1,110 @@
+"""Command line for evaluation runs: ``rubric-reward eval --config run.yaml``, ``report RUN_DIR`` and
+``compare BASELINE RUN...``.
+
+``add_eval_commands(subparsers)`` registers both on the main ``rubric-reward`` parser; this module
+also runs on its own (``python -m rubric_reward.cli_eval eval --config run.yaml``).
+
+Exit status of ``eval``: 0 every item judged, 1 some items failed (rerun to retry them), 3 stopped
+at the cost cap (rerun, with a higher ``--max-cost`` if needed, to continue), 2 a configuration or
+data error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from typing import Any
+
+__all__ = ["add_eval_commands", "main"]
+
+EXIT = {"complete": 0, "incomplete": 1, "interrupted": 1, "stopped_by_budget": 3}
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from .runner import EvalConfig, run_eval
+
+    config = EvalConfig.from_yaml(args.config)
+    overrides: dict[str, Any] = {}
+    if args.max_cost is not None:
+        overrides["max_cost"] = args.max_cost
+    if args.out_dir is not None:
+        overrides["out_dir"] = args.out_dir
+    if args.quiet:
+        overrides["progress"] = False
+    if args.no_report:
+        overrides["report"] = False
+    if overrides:
+        config = replace(config, **overrides)
+    try:
+        summary = run_eval(config)
+    except KeyboardInterrupt:
+        print("interrupted; results so far are saved: rerun the same command to continue", file=sys.stderr)
+        return 130
+    o = (summary.metrics or {}).get("overall") or {}
+    acc = o.get("exact")
+    print(
+        f"{summary.status}: {summary.n_ok}/{summary.n_items} items ok, {summary.n_failed} failed, "
+        f"{summary.n_missing} not judged; judged now {summary.n_graded} (resumed {summary.n_resumed}); "
+        f"spent ${summary.spent:.4f} (cache hits {summary.cache_hits}, saved ${summary.cache_saved:.4f}); "
+        f"exact accuracy {'n/a' if acc is None else f'{acc:.3f}'}; results in {summary.out_dir}",
+        file=sys.stderr,
+    )
+    return EXIT.get(summary.status, 1)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import rebuild_report
+
+    paths = rebuild_report(args.run_dir)
+    print(f"wrote {paths['markdown']}, {paths['html']} and {paths['metrics']}", file=sys.stderr)
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    import json
+
+    from .compare import compare_many, compare_runs
+
+    if len(args.runs) == 1:
+        result = compare_runs(args.runs[0], args.baseline, by=args.by)
+    else:
+        result = compare_many(args.baseline, {r: r for r in args.runs}, by=args.by)
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+    return 0
+
+
+def add_eval_commands(subparsers: Any) -> None:
+    """Register ``eval``, ``report`` and ``compare`` on an argparse subparsers object."""
+    p = subparsers.add_parser("eval", help="judge a dataset against human labels (resumable) and report agreement")
+    p.add_argument("--config", required=True, help="eval config YAML (see configs/eval/example.yaml)")
+    p.add_argument("--max-cost", type=float, help="stop cleanly before this invocation's new spend would pass this")
+    p.add_argument("--out-dir", help="run folder (overrides out_dir in the config)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--no-report", action="store_true", help="skip report.md/report.html and plots")
+    p.set_defaults(func=_cmd_eval)
+
+    p = subparsers.add_parser("report", help="rebuild metrics.json and the report of a run folder")
+    p.add_argument("run_dir", help="a folder written by 'rubric-reward eval'")
+    p.set_defaults(func=_cmd_report)
+
+    p = subparsers.add_parser("compare", help="compare runs on the same items (paired tests; Holm across runs)")
+    p.add_argument("baseline", help="the reference run folder")
+    p.add_argument("runs", nargs="+", help="run folder(s) compared with the baseline (statistics: run - baseline)")
+    p.add_argument("--by", default="id", choices=["id", "row"], help="how items are paired (default: id)")
+    p.set_defaults(func=_cmd_compare)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rubric-reward", description="Evaluation runs and reports.")
+    add_eval_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
