@@ -154,12 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_score)
 
-    try:
-        from .cli_eval import add_eval_commands
-    except ImportError:
-        pass
-    else:
-        add_eval_commands(sub)
+    from .cli_eval import add_eval_commands
+
+    add_eval_commands(sub)
     return parser
 
 
