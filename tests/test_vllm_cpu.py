@@ -105,24 +105,42 @@ def _judge_messages(i: int, task: str, response: str, criterion: str) -> list[di
 # ------------------------------------------------------------------------------------------------ offline
 
 
-def test_offline_probe_in_vllm_venv(model_dir, tmp_path):
-    """scripts/vllm_offline_probe.py: vllm.LLM chat with logprobs + StructuredOutputsParams(json=...)."""
-    out = tmp_path / "probe.json"
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
+JUDGE_RUBRIC = {"criteria": [
+    {"name": "clear", "requirement": "The answer is clear."},
+    {"name": "tone", "kind": "ordinal", "requirement": "How warm is the tone?", "allow_abstain": True,
+     "options": [{"label": "rude", "value": 0}, {"label": "neutral", "value": 0.5}, {"label": "warm", "value": 1}]},
+    {"name": "genre", "kind": "nominal", "requirement": "Which genre?", "options": {"poem": 1.0, "prose": 0.0}},
+    {"name": "flaw", "requirement": "The answer contains a factual error.", "weight": -1},
+]}
+
+
+def _check_verdicts(result: dict, with_probabilities: bool) -> None:
+    from rubric_reward import Rubric
+
+    rubric = Rubric.from_obj(JUDGE_RUBRIC)
+    assert result["error"] is None, result["error"]
+    assert 0.0 <= result["score"] <= 1.0
+    for v, c in zip(result["verdicts"], rubric.criteria):
+        assert v["label"] in c.labels
+        if with_probabilities:
+            assert abs(sum(v["probabilities"].values()) - 1.0) < 1e-6
+            assert set(v["probabilities"]) == set(c.labels)
+
+
+def test_in_process_vllm_judge_both_verdict_modes(model_dir, tmp_path):
+    """The in-process vLLM backend (vllm.LLM) inside the vLLM venv: label scoring and structured generation."""
+    out = tmp_path / "judge.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     proc = subprocess.run(
-        [VLLM_PYTHON, str(REPO_ROOT / "scripts" / "vllm_offline_probe.py"), "--model", model_dir, "--n-prompts", "3",
-         "--max-tokens", "16", "--out", str(out)],
+        [VLLM_PYTHON, str(REPO_ROOT / "tests" / "helpers" / "vllm_inprocess_judge.py"), model_dir, str(out)],
         capture_output=True, text=True, env=env, timeout=900,
-    )  # fmt: skip
-    assert out.exists(), f"probe wrote no report (rc={proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
+    assert out.exists(), f"no report (rc={proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     report = json.loads(out.read_text())
-    assert report["vllm_version"].startswith("0.31"), report["vllm_version"]
-    assert report["logprobs_ok"], report["chat"]
-    assert report["structured_valid"] == report["structured_total"] == 3, report["structured"]
-    # Same system prompt for every conversation: later prompts reuse cached KV blocks.
-    assert report["prefix_cache"].get("vllm:prefix_cache_hits", 0) > 0, report["prefix_cache"]
-    assert proc.returncode == 0
+    for result in report["logprob"]:
+        _check_verdicts(result, with_probabilities=True)
+    for result in report["generate"]:  # schema-constrained JSON: always on the menu
+        _check_verdicts(result, with_probabilities=False)
 
 
 # ------------------------------------------------------------------------------------------------ server
@@ -197,3 +215,34 @@ def test_prefix_cache_hits(base_url):
     # --enable-prompt-tokens-details: the second request reports cached prompt tokens.
     details = usages[1].get("prompt_tokens_details") or {}
     assert details.get("cached_tokens", 0) >= 128, usages[1]
+
+
+# ------------------------------------------------------------------------------------------------ judges via the server
+
+
+def test_fast_path_judge_through_vllm_server(base_url):
+    from rubric_reward import JudgeConfig, Rubric, Scorer
+
+    cfg = JudgeConfig(model=MODEL_NAME, base_url=base_url, max_tokens=160)
+    with Scorer(Rubric.from_obj(JUDGE_RUBRIC), cfg) as scorer:
+        results = scorer.score_batch([("Write a poem about roses.", "Roses are red, violets are blue."),
+                                      ("Say hello politely.", "Hello there, it is lovely to meet you!")])
+    for r in results:
+        if r.error and "parse" in r.error:  # a 135M model may run out of tokens inside its reason
+            pytest.xfail(f"truncated answer: {r.error}")
+        _check_verdicts(r.to_dict(), with_probabilities=False)
+    assert all(c.usage.prompt_tokens > 0 for r in results for c in r.calls)
+
+
+def test_logprob_verdicts_through_vllm_server(base_url):
+    from rubric_reward import JudgeConfig, Rubric, Scorer
+
+    cfg = JudgeConfig(model=MODEL_NAME, base_url=base_url, max_tokens=160, logprobs=True)
+    with Scorer(Rubric.from_obj(JUDGE_RUBRIC), cfg) as scorer:
+        result = scorer.score("Say hello politely.", "Hello there, it is lovely to meet you!")
+    if result.error and "parse" in result.error:
+        pytest.xfail(f"truncated answer: {result.error}")
+    assert result.ok
+    for v in result.verdicts:
+        assert v.probabilities is not None and abs(sum(v.probabilities.values()) - 1.0) < 1e-6
+        assert v.expected_value is not None
