@@ -223,13 +223,11 @@ def test_prefix_cache_hits(base_url):
 def test_fast_path_judge_through_vllm_server(base_url):
     from rubric_reward import JudgeConfig, Rubric, Scorer
 
-    cfg = JudgeConfig(model=MODEL_NAME, base_url=base_url, max_tokens=160)
+    cfg = JudgeConfig(model=MODEL_NAME, base_url=base_url, max_tokens=256)
     with Scorer(Rubric.from_obj(JUDGE_RUBRIC), cfg) as scorer:
         results = scorer.score_batch([("Write a poem about roses.", "Roses are red, violets are blue."),
                                       ("Say hello politely.", "Hello there, it is lovely to meet you!")])
-    for r in results:
-        if r.error and "parse" in r.error:  # a 135M model may run out of tokens inside its reason
-            pytest.xfail(f"truncated answer: {r.error}")
+    for r in results:  # schema-constrained decoding: the verdict is always on the menu
         _check_verdicts(r.to_dict(), with_probabilities=False)
     assert all(c.usage.prompt_tokens > 0 for r in results for c in r.calls)
 
@@ -237,12 +235,10 @@ def test_fast_path_judge_through_vllm_server(base_url):
 def test_logprob_verdicts_through_vllm_server(base_url):
     from rubric_reward import JudgeConfig, Rubric, Scorer
 
-    cfg = JudgeConfig(model=MODEL_NAME, base_url=base_url, max_tokens=160, logprobs=True)
+    cfg = JudgeConfig(model=MODEL_NAME, base_url=base_url, max_tokens=256, logprobs=True)
     with Scorer(Rubric.from_obj(JUDGE_RUBRIC), cfg) as scorer:
         result = scorer.score("Say hello politely.", "Hello there, it is lovely to meet you!")
-    if result.error and "parse" in result.error:
-        pytest.xfail(f"truncated answer: {result.error}")
-    assert result.ok
+    assert result.ok, result.error
     for v in result.verdicts:
         assert v.probabilities is not None and abs(sum(v.probabilities.values()) - 1.0) < 1e-6
         assert v.expected_value is not None
