@@ -35,18 +35,15 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SystemExit(f"error: {path}:{n}: not valid JSON: {exc}") from None
-            if not isinstance(row, dict) or "response" not in row:
-                raise SystemExit(f"error: {path}:{n}: each line needs a 'response' field")
-            rows.append(row)
+    from .datasets_io import DataError, jsonl_rows
+
+    try:
+        rows = [dict(r) for r in jsonl_rows(path)]
+    except DataError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    for n, row in enumerate(rows, 1):
+        if "response" not in row:
+            raise SystemExit(f"error: {path}: row {n}: each row needs a 'response' field")
     if not rows:
         raise SystemExit(f"error: {path}: no rows")
     return rows

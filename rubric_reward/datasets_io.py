@@ -108,7 +108,7 @@ def read_rows(source: Any) -> tuple[str, Iterator[Mapping[str, Any]]]:
         if not path.exists():
             raise DataError(f"{path}: no such file or folder")
         if fmt == "jsonl":
-            return str(path), _jsonl_rows(path)
+            return str(path), jsonl_rows(path)
         if fmt == "csv":
             return str(path), _csv_rows(path)
         return str(path), iter(_load_hf(source))
@@ -123,7 +123,8 @@ def _is_hf_dataset(obj: Any) -> bool:
     return type(obj).__module__.startswith("datasets.") and hasattr(obj, "column_names")
 
 
-def _jsonl_rows(path: Path) -> Iterator[Mapping[str, Any]]:
+def jsonl_rows(path: Path) -> Iterator[Mapping[str, Any]]:
+    """The JSON objects of a JSONL file; a DataError names the line of a bad one."""
     with path.open(encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():

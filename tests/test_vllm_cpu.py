@@ -30,6 +30,8 @@ MODEL_NAME = "smollm2"
 try:
     VLLM_PYTHON = find_vllm_python()
 except VLLMUnavailable as exc:
+    if os.environ.get("RUBRIC_REWARD_REQUIRE_VLLM") == "1":  # CI: the vLLM job must run, never skip
+        raise RuntimeError(f"RUBRIC_REWARD_REQUIRE_VLLM=1 but no vLLM venv: {exc}") from exc
     pytest.skip(f"vLLM venv not available ({VLLM_PYTHON_ENV}): {exc}", allow_module_level=True)
 
 VERDICT_SCHEMA = {
@@ -105,13 +107,8 @@ def _judge_messages(i: int, task: str, response: str, criterion: str) -> list[di
 # ------------------------------------------------------------------------------------------------ offline
 
 
-JUDGE_RUBRIC = {"criteria": [
-    {"name": "clear", "requirement": "The answer is clear."},
-    {"name": "tone", "kind": "ordinal", "requirement": "How warm is the tone?", "allow_abstain": True,
-     "options": [{"label": "rude", "value": 0}, {"label": "neutral", "value": 0.5}, {"label": "warm", "value": 1}]},
-    {"name": "genre", "kind": "nominal", "requirement": "Which genre?", "options": {"poem": 1.0, "prose": 0.0}},
-    {"name": "flaw", "requirement": "The answer contains a factual error.", "weight": -1},
-]}
+sys.path.insert(0, str(REPO_ROOT / "tests" / "helpers"))
+from vllm_inprocess_judge import RUBRIC as JUDGE_RUBRIC  # noqa: E402  (one rubric for both paths)
 
 
 def _check_verdicts(result: dict, with_probabilities: bool) -> None:

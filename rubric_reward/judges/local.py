@@ -49,7 +49,8 @@ def label_reply(scores: Mapping[str, float], prompt_tokens: int) -> ChatReply:
 
 
 class BatchingBackend:
-    """Base for in-process judges: subclasses implement :meth:`prepare` and :meth:`run_batch`."""
+    """Base for in-process judges: subclasses implement :meth:`prepare`, :meth:`score_labels` and
+    :meth:`generate`; :meth:`prepare` must be cheap once loaded."""
 
     def __init__(self, config: JudgeConfig, *, max_batch: int = 16):
         self.config = config
@@ -62,15 +63,27 @@ class BatchingBackend:
     def prepare(self) -> None:
         """Load the model (called once, in a worker thread)."""
 
-    def run_batch(self, requests: list[ChatRequest]) -> list[ChatReply]:
+    def score_labels(self, requests: list[ChatRequest]) -> list[ChatReply]:
+        """Answer single-criterion requests by scoring each allowed label (``logprob`` mode)."""
         raise NotImplementedError
 
-    def split_modes(self, requests: list[ChatRequest]) -> tuple[list[int], list[int]]:
-        """Indices answered by label scoring and by generation, per ``config.verdict_mode``."""
+    def generate(self, requests: list[ChatRequest]) -> list[ChatReply]:
+        """Answer requests by generating the JSON answer."""
+        raise NotImplementedError
+
+    def run_batch(self, requests: list[ChatRequest]) -> list[ChatReply]:
+        """Answer a batch synchronously (also usable without an event loop)."""
+        self.prepare()
         scored = [i for i, r in enumerate(requests)
                   if self.config.verdict_mode == "logprob" and allowed_labels(r.schema)]
         taken = set(scored)
-        return scored, [i for i in range(len(requests)) if i not in taken]
+        generated = [i for i in range(len(requests)) if i not in taken]
+        replies: list[ChatReply | None] = [None] * len(requests)
+        for indices, answer in ((scored, self.score_labels), (generated, self.generate)):
+            if indices:
+                for i, reply in zip(indices, answer([requests[i] for i in indices]), strict=True):
+                    replies[i] = reply
+        return replies  # type: ignore[return-value]
 
     async def _ensure_worker(self) -> None:
         if self._lock is None:

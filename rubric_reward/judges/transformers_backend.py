@@ -56,23 +56,10 @@ class TransformersBackend(BatchingBackend):
         if self._tokenizer.pad_token is None:
             self._tokenizer.pad_token = self._tokenizer.eos_token
 
-    def run_batch(self, requests: list[ChatRequest]) -> list[ChatReply]:
-        """Answer a batch synchronously (also usable without an event loop)."""
-        self.prepare()
-        replies: list[ChatReply | None] = [None] * len(requests)
-        scored, generated = self.split_modes(requests)
-        if scored:
-            for i, reply in zip(scored, self._score_labels([requests[i] for i in scored]), strict=True):
-                replies[i] = reply
-        if generated:
-            for i, reply in zip(generated, self._generate([requests[i] for i in generated]), strict=True):
-                replies[i] = reply
-        return replies  # type: ignore[return-value]
-
     def _prompt_text(self, request: ChatRequest) -> str:
         return self._tokenizer.apply_chat_template(list(request.messages), tokenize=False, add_generation_prompt=True)
 
-    def _generate(self, requests: list[ChatRequest]) -> list[ChatReply]:
+    def generate(self, requests: list[ChatRequest]) -> list[ChatReply]:
         import torch
 
         tok = self._tokenizer
@@ -91,7 +78,7 @@ class TransformersBackend(BatchingBackend):
             replies.append(ChatReply(text, usage=Usage(int(mask.sum()), len(ids)), finish_reason="stop"))
         return replies
 
-    def _score_labels(self, requests: list[ChatRequest]) -> list[ChatReply]:
+    def score_labels(self, requests: list[ChatRequest]) -> list[ChatReply]:
         """Score every allowed label as a continuation of the forced answer prefix, in one batch."""
         import torch
 

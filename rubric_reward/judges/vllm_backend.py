@@ -72,25 +72,12 @@ class VLLMBackend(BatchingBackend):
             self._llm = vllm.LLM(model=resolve_model(self.config.model), **args)
         self._tokenizer = self._llm.get_tokenizer()
 
-    def run_batch(self, requests: list[ChatRequest]) -> list[ChatReply]:
-        if self._tokenizer is None:
-            self.prepare()
-        replies: list[ChatReply | None] = [None] * len(requests)
-        scored, generated = self.split_modes(requests)
-        if scored:
-            for i, reply in zip(scored, self._score_labels([requests[i] for i in scored]), strict=True):
-                replies[i] = reply
-        if generated:
-            for i, reply in zip(generated, self._generate([requests[i] for i in generated]), strict=True):
-                replies[i] = reply
-        return replies  # type: ignore[return-value]
-
     def _prompt_ids(self, request: ChatRequest) -> list[int]:
         text = self._tokenizer.apply_chat_template(list(request.messages), tokenize=False,
                                                    add_generation_prompt=True)
         return self._tokenizer(text + ANSWER_PREFIX, add_special_tokens=False)["input_ids"]
 
-    def _score_labels(self, requests: list[ChatRequest]) -> list[ChatReply]:
+    def score_labels(self, requests: list[ChatRequest]) -> list[ChatReply]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -112,7 +99,7 @@ class VLLMBackend(BatchingBackend):
             prompt_tokens[i] = start
         return [label_reply(totals[i], prompt_tokens[i]) for i in range(len(requests))]
 
-    def _generate(self, requests: list[ChatRequest]) -> list[ChatReply]:
+    def generate(self, requests: list[ChatRequest]) -> list[ChatReply]:
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
