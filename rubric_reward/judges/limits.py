@@ -146,7 +146,7 @@ class Rate:
     def set_rate(self, per_minute: float) -> None:
         burst = max(1, int(per_minute // 60))
         self.per_minute = per_minute
-        self.interval = 60.0 / max(per_minute - burst + 1, 1e-9)
+        self.interval = 60.0 / max(per_minute - burst + 1, 1e-9) * (1 + 1e-9)  # float-safe at the boundary
         self.tolerance = (burst - 1) * self.interval
 
     def reserve(self, units: float = 1.0, max_wait: float | None = None) -> float | None:

@@ -242,13 +242,16 @@ class JudgeServer:
 
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
-        app.router.add_get("/v1/models", lambda r: web.json_response({"data": [{"id": "scripted"}]}))
+        async def models(request: Any) -> Any:
+            return web.json_response({"data": [{"id": "scripted"}]})
+
+        app.router.add_get("/v1/models", models)
         return app
 
     async def _start(self) -> None:
         from aiohttp import web
 
-        self._runner = web.AppRunner(self._app(), access_log=None)
+        self._runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=0.25)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port, backlog=1024)
         await site.start()
@@ -274,7 +277,14 @@ class JudgeServer:
     def stop(self) -> None:
         if self._loop is None:
             return
-        fut = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop)
+        async def shutdown() -> None:
+            await self._runner.cleanup()
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in rest:  # handlers still sleeping (hangs, latency)
+                t.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+        fut = asyncio.run_coroutine_threadsafe(shutdown(), self._loop)
         try:
             fut.result(timeout=5)
         except Exception:
