@@ -93,11 +93,7 @@ class Grader:
             for sample in range(judge.config.samples):
                 for start in range(0, len(judged), k):
                     chunk = judged[start : start + k]
-                    call = render_call(
-                        rubric, item, chunk, judge=judge.name, seed=self.config.seed + sample,
-                        shuffle=self.config.shuffle, exemplars=self._exemplars_for(chunk, judge.name),
-                    )
-                    jobs.append((ji, self._run_call(judge, call, sample)))
+                    jobs.append((ji, self._render_and_run(judge, rubric, item, chunk, sample)))
         outcomes = await asyncio.gather(*(coro for _, coro in jobs))
 
         votes: dict[str, list[tuple[int, Verdict]]] = {c.name: [] for c in judged}
@@ -127,6 +123,15 @@ class Grader:
         if callable(self.exemplars):
             return {c.name: self.exemplars(c, judge) for c in criteria}
         return {c.name: self.exemplars.get(c.name, ()) for c in criteria}
+
+    async def _render_and_run(self, judge: Judge, rubric: Rubric, item: Item, chunk: Sequence[Criterion],
+                              sample: int) -> tuple[list[Verdict], CallRecord]:
+        # rendered in the call's own task, so a batch's first requests go out before its last are rendered
+        call = render_call(
+            rubric, item, chunk, judge=judge.name, seed=self.config.seed + sample,
+            shuffle=self.config.shuffle, exemplars=self._exemplars_for(chunk, judge.name),
+        )
+        return await self._run_call(judge, call, sample)
 
     async def _run_call(self, judge: Judge, call: JudgeCall, sample: int) -> tuple[list[Verdict], CallRecord]:
         cfg = judge.config

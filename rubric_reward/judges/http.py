@@ -105,7 +105,8 @@ class OpenAIHTTPBackend:
                 connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
                 headers=self._headers,
                 timeout=aiohttp.ClientTimeout(total=None),
-                skip_auto_headers=("User-Agent",),
+                skip_auto_headers=("User-Agent", "Accept-Encoding"),
+                auto_decompress=False,
             )
             self._sessions[loop] = session
         return session

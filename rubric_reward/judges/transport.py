@@ -26,7 +26,6 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
 
 from ..results import ErrorKind, JudgeError, Usage
@@ -67,13 +66,16 @@ def request_key(request: ChatRequest) -> tuple:
         hash(messages)
     except TypeError:  # content parts (lists) inside a message
         messages = json.dumps(request.messages, sort_keys=True, default=str)
-    schema = None if request.schema is None else json.dumps(request.schema, sort_keys=True)
+    # repr, not canonical JSON: the same construction gives the same text (a differently ordered but
+    # equal schema only misses a dedupe), at a third of the cost
+    schema = None if request.schema is None else repr(request.schema)
     return (messages, schema, request.max_tokens, request.logprobs, request.top_logprobs, request.sample_index)
 
 
 def _free(reply: ChatReply, latency_s: float) -> ChatReply:
     """A reply that cost this caller nothing: served from the cache or a duplicate in flight."""
-    return replace(reply, cached=True, attempts=0, cost=0.0, latency_s=latency_s)
+    return ChatReply(reply.text, reply.error, reply.usage, 0.0, latency_s, 0, True, reply.logprobs,
+                     reply.finish_reason, reply.retry_after_s)
 
 
 class Transport:
@@ -185,7 +187,8 @@ class Transport:
             if err is not None and (note or attempts > 1):
                 err = JudgeError(err.kind, f"{err.message} ({note or f'gave up after {attempts} attempts'})",
                                  err.status)
-            return replace(reply, error=err, attempts=attempts, usage=usage, cost=cost, latency_s=_now() - start)
+            return ChatReply(reply.text, err, usage, cost, _now() - start, attempts, reply.cached, reply.logprobs,
+                             reply.finish_reason, reply.retry_after_s)
 
         def cut_off() -> ChatReply:
             which = "call" if cfg.call_deadline_s is not None and deadline == start + cfg.call_deadline_s else "batch"
