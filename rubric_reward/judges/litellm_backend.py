@@ -9,6 +9,7 @@ become :class:`ErrorKind` data, with the API key scrubbed from every message.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -112,7 +113,16 @@ class LiteLLMBackend:
             self.replicas.release(i, ok)
 
     async def aclose(self) -> None:
-        return None  # litellm owns its HTTP clients
+        """litellm owns its HTTP clients; stop its logging worker if it is bound to this loop."""
+        try:
+            from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER as worker
+        except ImportError:
+            return
+        if getattr(worker, "_bound_loop", None) is asyncio.get_running_loop():
+            try:
+                await worker.stop(timeout=1.0)
+            except Exception:  # noqa: BLE001 - best effort at shutdown
+                pass
 
     def _reply(self, response: Any, latency_s: float) -> ChatReply:
         try:
