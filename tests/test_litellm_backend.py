@@ -23,11 +23,7 @@ try:
 except ImportError:
     from _clients_fixtures import SENTINEL_KEY, fresh_limiters, items, litellm_module, run, sentinel_env  # noqa: F401
 
-pytestmark = [
-    pytest.mark.slow,  # importing litellm takes several seconds
-    # litellm leaves a logging worker task on each closed test loop; its teardown noise is not ours
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-]
+pytestmark = pytest.mark.slow  # importing litellm takes several seconds
 ROOT = Path(__file__).resolve().parents[1]
 FAST = dict(backoff_base_s=0.01, backoff_max_s=0.5)
 
