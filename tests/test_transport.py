@@ -198,9 +198,10 @@ def test_endpoint_key_is_base_url_and_model():
     assert endpoint_limiter(base) is not endpoint_limiter(cfg("http://127.0.0.1:9/v1", model="other"))
     assert endpoint_limiter(base) is not endpoint_limiter(cfg("http://127.0.0.1:10/v1"))
     assert endpoint_limiter(JudgeConfig("openai/gpt-a")) is not endpoint_limiter(JudgeConfig("openai/gpt-b"))
-    # the strictest limits given for one endpoint apply
+    # the strictest limits given for one endpoint (by judges alive together) apply
+    loose = endpoint_limiter(base)
     strict = endpoint_limiter(cfg("http://127.0.0.1:9/v1", max_concurrency=3, rpm=100))
-    assert strict is endpoint_limiter(base) and strict.slots.capacity == 3 and strict.rpm.per_minute == 100
+    assert strict is loose and loose.slots.capacity == 3 and loose.rpm.per_minute == 100
 
 
 def _max_in_window(times: list[float], window: float, weights: list[float] | None = None) -> float:
@@ -532,7 +533,7 @@ def test_world_share_divides_limits(monkeypatch):
     assert lim.slots.capacity == 64
 
 
-def test_backend_that_raises_is_reported_not_raised():
+def test_backend_that_raises_is_reported_not_raised(sentinel_env):
     class Broken:
         name = "broken"
 
@@ -542,6 +543,8 @@ def test_backend_that_raises_is_reported_not_raised():
         async def aclose(self):
             return None
 
-    judge = Judge(JudgeConfig(model="m", backend="http", base_url="http://127.0.0.1:9/v1"), backend=Broken())
+    config = JudgeConfig(model="m", backend="http", base_url="http://127.0.0.1:9/v1", api_key_env=sentinel_env)
+    judge = Judge(config, backend=Broken())
     reply = ask(judge, request())[0]
     assert isinstance(reply, ChatReply) and reply.error.kind is ErrorKind.INTERNAL and reply.attempts == 1
+    assert "boom" in reply.error.message and SENTINEL_KEY not in reply.error.message

@@ -1,7 +1,8 @@
 """Endpoint limits: requests in flight, requests per minute and tokens per minute.
 
-Limits belong to an *endpoint* (base URL(s) + model; not a provider prefix), and every judge of the
-process that points at the endpoint shares one :class:`EndpointLimiter` from a registry. A limiter
+Limits belong to an *endpoint* (base URL(s) + model; not a provider prefix), and every live judge of
+the process that points at the endpoint shares one :class:`EndpointLimiter` from a registry (the
+strictest limits given apply). A limiter
 works from any event loop and thread (the sync facade runs its own loop thread, TRL runs another):
 its state sits behind a threading lock, and a waiter is woken on its own loop.
 
@@ -28,6 +29,7 @@ import struct
 import tempfile
 import threading
 import time
+import weakref
 from asyncio import events
 from collections import deque
 from pathlib import Path
@@ -348,7 +350,8 @@ class EndpointLimiter:
 
 
 # ---------------------------------------------------------------------------- registry
-_REGISTRY: dict[tuple, EndpointLimiter] = {}
+# weak: an endpoint's limiter lives as long as a judge uses it (so do limits tightened by a judge)
+_REGISTRY: weakref.WeakValueDictionary[tuple, EndpointLimiter] = weakref.WeakValueDictionary()
 _REGISTRY_LOCK = threading.Lock()
 
 
