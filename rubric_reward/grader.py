@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -200,8 +201,13 @@ class Grader:
         if net is None and own and len(own) == len(self.judges):
             net = max(own)
 
+        # Admission window: only enough items to keep every judge slot busy (twice over) are rendered
+        # and queued at a time, so a large batch's first answers are not stuck behind rendering the rest.
+        gate = asyncio.Semaphore(self._item_window(pairs))
+
         async def one(i: int, rubric: Rubric, item: Item) -> ScoreResult:
-            result = await self.grade(rubric, item)
+            async with gate:
+                result = await self.grade(rubric, item)
             if on_result is not None:
                 on_result(i, result)
             return result
@@ -227,6 +233,24 @@ class Grader:
                     error=str(err), metadata=_meta(item),
                 ))
         return results
+
+    def _item_window(self, pairs: Sequence[tuple[Rubric, Item]]) -> int:
+        """How many items to grade at once: twice the judges' concurrency, in items."""
+        limiters, slots = set(), 0
+        for judge in self.judges:
+            limiter = getattr(getattr(judge, "transport", None), "limiter", None)
+            if limiter is None:
+                slots += getattr(judge.config, "max_concurrency", 64)
+            elif id(limiter) not in limiters:
+                limiters.add(id(limiter))
+                slots += limiter.slots.capacity
+        sample = pairs[: min(len(pairs), 32)]
+        calls = 0
+        for rubric, _ in sample:
+            n = len(rubric.judged)
+            calls += sum(j.config.samples * -(-n // j.config.criteria_per_call(n)) for j in self.judges if n)
+        per_item = max(1.0, calls / max(1, len(sample)))
+        return max(2, math.ceil(2 * slots / per_item))
 
     async def aclose(self) -> None:
         for judge in self.judges:
