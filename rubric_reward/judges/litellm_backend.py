@@ -113,15 +113,19 @@ class LiteLLMBackend:
             self.replicas.release(i, ok)
 
     async def aclose(self) -> None:
-        """litellm owns its HTTP clients; stop its logging worker if it is bound to this loop."""
+        """litellm owns its HTTP clients; drain and stop its logging worker if it is bound to this loop."""
         try:
             from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER as worker
         except ImportError:
             return
         if getattr(worker, "_bound_loop", None) is asyncio.get_running_loop():
             try:
+                await asyncio.wait_for(worker.flush(), 2.0)
+            except Exception:  # noqa: BLE001 - best effort at shutdown (TimeoutError included)
+                pass
+            try:
                 await worker.stop(timeout=1.0)
-            except Exception:  # noqa: BLE001 - best effort at shutdown
+            except Exception:  # noqa: BLE001
                 pass
 
     def _reply(self, response: Any, latency_s: float) -> ChatReply:
