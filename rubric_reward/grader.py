@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .ensemble import aggregate_votes
+from .ensemble import BINARY_METHODS, ORDINAL_METHODS, aggregate_votes
 from .items import Item
-from .judges.base import ChatRequest
+from .judges.base import ChatReply, ChatRequest
 from .judges.judge import Judge
+from .judges.transport import batch_scope
 from .prompts import Exemplar, JudgeCall, PromptError, parse_reply, reask_messages, render_call
 from .results import CallRecord, ErrorKind, JudgeError, ScoreResult, Verdict
 from .rubric import Criterion, Rubric
@@ -40,7 +42,17 @@ class GradingConfig:
     reask: bool = True  # one re-ask after an unparseable answer
     binary_aggregation: str = "majority"
     ordinal_aggregation: str = "mean"
-    batch_deadline_s: float | None = None  # grade_many: unfinished items become DEADLINE failures
+    batch_deadline_s: float | None = None  # grade_many: calls unfinished by then become DEADLINE failures
+
+    def __post_init__(self) -> None:
+        if self.binary_aggregation not in BINARY_METHODS:
+            raise ValueError(f"GradingConfig.binary_aggregation must be one of {BINARY_METHODS}, "
+                             f"got {self.binary_aggregation!r}")
+        if self.ordinal_aggregation not in ORDINAL_METHODS:
+            raise ValueError(f"GradingConfig.ordinal_aggregation must be one of {ORDINAL_METHODS}, "
+                             f"got {self.ordinal_aggregation!r}")
+        if self.batch_deadline_s is not None and self.batch_deadline_s <= 0:
+            raise ValueError(f"GradingConfig.batch_deadline_s must be positive, got {self.batch_deadline_s}")
 
 
 class Grader:
@@ -82,11 +94,7 @@ class Grader:
             for sample in range(judge.config.samples):
                 for start in range(0, len(judged), k):
                     chunk = judged[start : start + k]
-                    call = render_call(
-                        rubric, item, chunk, judge=judge.name, seed=self.config.seed + sample,
-                        shuffle=self.config.shuffle, exemplars=self._exemplars_for(chunk, judge.name),
-                    )
-                    jobs.append((ji, self._run_call(judge, call, sample)))
+                    jobs.append((ji, self._render_and_run(judge, rubric, item, chunk, sample)))
         outcomes = await asyncio.gather(*(coro for _, coro in jobs))
 
         votes: dict[str, list[tuple[int, Verdict]]] = {c.name: [] for c in judged}
@@ -117,13 +125,23 @@ class Grader:
             return {c.name: self.exemplars(c, judge) for c in criteria}
         return {c.name: self.exemplars.get(c.name, ()) for c in criteria}
 
+    async def _render_and_run(self, judge: Judge, rubric: Rubric, item: Item, chunk: Sequence[Criterion],
+                              sample: int) -> tuple[list[Verdict], CallRecord]:
+        # rendered in the call's own task, so a batch's first requests go out before its last are rendered
+        call = render_call(
+            rubric, item, chunk, judge=judge.name, seed=self.config.seed + sample,
+            shuffle=self.config.shuffle, exemplars=self._exemplars_for(chunk, judge.name),
+        )
+        return await self._run_call(judge, call, sample)
+
     async def _run_call(self, judge: Judge, call: JudgeCall, sample: int) -> tuple[list[Verdict], CallRecord]:
         cfg = judge.config
         names = tuple(c.name for c in call.criteria)
         request = ChatRequest(call.messages, schema=call.schema, logprobs=cfg.logprobs,
                               top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample)
         start = time.perf_counter()
-        reply = await judge.complete(request)
+        kw = {"accept": _parses(call)} if getattr(judge, "caches", False) else {}
+        reply = await judge.complete(request, **kw)
         usage, cost, attempts, cached = reply.usage, reply.cost, reply.attempts, reply.cached
         error: JudgeError | None = reply.error
         parsed = None
@@ -133,7 +151,9 @@ class Grader:
             except PromptError as exc:
                 error = JudgeError(ErrorKind.PARSE, str(exc))
                 if self.config.reask:
-                    retry = await judge.complete(replace(request, messages=reask_messages(call, reply.text, str(exc))))
+                    retry = await judge.complete(
+                        replace(request, messages=reask_messages(call, reply.text, str(exc))), **kw
+                    )
                     usage, cost, attempts = usage + retry.usage, cost + retry.cost, attempts + retry.attempts
                     cached = cached and retry.cached
                     if retry.error is not None:
@@ -169,22 +189,35 @@ class Grader:
     ) -> list[ScoreResult]:
         """Grade many (rubric, item) pairs concurrently, in input order.
 
-        With a deadline (argument or ``GradingConfig.batch_deadline_s``), items still unfinished when
-        it passes are cancelled and returned unscored with DEADLINE errors: a straggler never hangs
-        the caller, and never turns into a number.
+        With a deadline (argument, ``GradingConfig.batch_deadline_s``, or a judge's own
+        ``batch_deadline_s``), judge calls still unfinished when it passes end as DEADLINE failures
+        of their verdicts (finished verdicts are kept): a straggler never hangs the caller, and never
+        turns into a number. Items that still have not finished shortly after are cancelled and
+        returned unscored with DEADLINE errors.
         """
         deadline_s = deadline_s if deadline_s is not None else self.config.batch_deadline_s
+        own = [j.config.batch_deadline_s for j in self.judges if getattr(j.config, "batch_deadline_s", None)]
+        net = deadline_s
+        if net is None and own and len(own) == len(self.judges):
+            net = max(own)
+
+        # Admission window: only enough items to keep every judge slot busy (twice over) are rendered
+        # and queued at a time, so a large batch's first answers are not stuck behind rendering the rest.
+        gate = asyncio.Semaphore(self._item_window(pairs))
 
         async def one(i: int, rubric: Rubric, item: Item) -> ScoreResult:
-            result = await self.grade(rubric, item)
+            async with gate:
+                result = await self.grade(rubric, item)
             if on_result is not None:
                 on_result(i, result)
             return result
 
-        tasks = [asyncio.ensure_future(one(i, r, it)) for i, (r, it) in enumerate(pairs)]
+        with batch_scope(deadline_s):  # tasks inherit the scope: the transport cuts calls at the deadline
+            tasks = [asyncio.ensure_future(one(i, r, it)) for i, (r, it) in enumerate(pairs)]
         if not tasks:
             return []
-        done, pending = await asyncio.wait(tasks, timeout=deadline_s)
+        # safety net: calls end at the deadline; an item still running well after it is cancelled
+        done, pending = await asyncio.wait(tasks, timeout=None if net is None else net + max(0.5, 0.1 * net))
         for t in pending:
             t.cancel()
         if pending:
@@ -194,16 +227,47 @@ class Grader:
             if task in done:
                 results.append(task.result())
             else:
-                err = JudgeError(ErrorKind.DEADLINE, f"not judged within the batch deadline of {deadline_s}s")
+                err = JudgeError(ErrorKind.DEADLINE, f"not judged within the batch deadline of {net}s")
                 results.append(ScoreResult(
                     None, tuple(Verdict(c.name, None, None, error=err) for c in rubric.criteria),
                     error=str(err), metadata=_meta(item),
                 ))
         return results
 
+    def _item_window(self, pairs: Sequence[tuple[Rubric, Item]]) -> int:
+        """How many items to grade at once: twice the judges' concurrency, in items."""
+        limiters, slots = set(), 0
+        for judge in self.judges:
+            limiter = getattr(getattr(judge, "transport", None), "limiter", None)
+            if limiter is None:
+                slots += getattr(judge.config, "max_concurrency", 64)
+            elif id(limiter) not in limiters:
+                limiters.add(id(limiter))
+                slots += limiter.slots.capacity
+        sample = pairs[: min(len(pairs), 32)]
+        calls = 0
+        for rubric, _ in sample:
+            n = len(rubric.judged)
+            calls += sum(j.config.samples * -(-n // j.config.criteria_per_call(n)) for j in self.judges if n)
+        per_item = max(1.0, calls / max(1, len(sample)))
+        return max(2, math.ceil(2 * slots / per_item))
+
     async def aclose(self) -> None:
         for judge in self.judges:
             await judge.aclose()
+
+
+def _parses(call: JudgeCall) -> Callable[[ChatReply], bool]:
+    """Whether a reply parses for ``call`` (only such replies go into a reply cache)."""
+
+    def accept(reply: ChatReply) -> bool:
+        try:
+            parse_reply(call, reply.text)
+        except PromptError:
+            return False
+        return True
+
+    return accept
 
 
 def _check_verdict(criterion: Criterion, item: Item) -> Verdict:

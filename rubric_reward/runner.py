@@ -40,9 +40,8 @@ from typing import Any
 from .cache import SQLiteCache, refreshing
 from .datasets_io import DataError, DataSource, EvalItem, FieldMap, load_items
 from .grader import Grader, GradingConfig
-from .judges.base import ChatReply, ChatRequest
 from .judges.config import JudgeConfig, load_judges
-from .judges.judge import Judge, build_backend
+from .judges.judge import Judge
 from .journal import Journal, write_atomic
 from .prompts import template_hash
 from .results import ErrorKind, ScoreResult
@@ -231,42 +230,6 @@ def item_key(item: EvalItem, run: str) -> str:
     return hashlib.sha256(json.dumps(blob, ensure_ascii=False).encode()).hexdigest()[:32]
 
 
-# ---------------------------------------------------------------------------- MERGE SEAM
-# Until ``Judge(config, cache=...)`` lands with the transport branch, the runner wraps each judge's
-# backend itself: the cache is consulted before sending and successes are stored; requests in flight
-# are held to ``max_concurrency``; a reply without a cost is priced from the config's per-token
-# prices. At merge time replace ``_make_judge`` by ``Judge(config, cache=cache)`` and delete
-# ``_CachedBackend`` (the transport does limits and pricing).
-class _CachedBackend:
-    def __init__(self, inner: Any, config: JudgeConfig, cache: SQLiteCache | None):
-        self.inner, self.config, self.cache = inner, config, cache
-        self.name = config.name
-        self._slots = asyncio.Semaphore(config.max_concurrency)
-
-    async def complete(self, request: ChatRequest) -> ChatReply:
-        if self.cache is not None:
-            hit = await self.cache.get(self.config, request)
-            if hit is not None:
-                return hit
-        async with self._slots:
-            reply = await self.inner.complete(request)
-        c = self.config
-        if reply.cost == 0.0 and (c.input_cost_per_token or c.output_cost_per_token):
-            u = reply.usage
-            cost = (u.prompt_tokens * (c.input_cost_per_token or 0.0)
-                    + u.completion_tokens * (c.output_cost_per_token or 0.0))
-            reply = replace(reply, cost=cost)
-        if self.cache is not None:
-            await self.cache.put(self.config, request, reply)
-        return reply
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-def _make_judge(config: JudgeConfig, cache: SQLiteCache | None) -> Judge:
-    return Judge(config, backend=_CachedBackend(build_backend(config), config, cache))
-# ---------------------------------------------------------------------------- END MERGE SEAM
 
 
 # ---------------------------------------------------------------------------- running
@@ -382,7 +345,7 @@ async def _run_locked(config: EvalConfig, out: Path) -> RunSummary:
     write_atomic(out / "manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
 
     cache = SQLiteCache(config.cache_path) if config.cache_path is not None else None
-    grader = Grader([_make_judge(j, cache) for j in config.judges], scoring=config.scoring, config=config.grading)
+    grader = Grader([Judge(j, cache=cache) for j in config.judges], scoring=config.scoring, config=config.grading)
     state = _State()
     status = "interrupted"
     try:

@@ -13,6 +13,7 @@ from ..models import DEFAULT_LOCAL_MODEL
 __all__ = ["JudgeConfig", "load_judges"]
 
 _BACKENDS = ("auto", "http", "litellm", "transformers", "vllm")
+_LIMIT_SCOPES = ("world", "process", "shared")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,15 @@ class JudgeConfig:
     ``engine_args`` go to ``vllm.LLM(...)`` for the in-process vLLM backend.
     The API key is read from the environment variable named by ``api_key_env``; the key itself never
     appears in a config, a cache, a result or a log.
+
+    Limits (``max_concurrency``, ``rpm``, ``tpm``) belong to the endpoint (base URL + model) and are
+    shared by every judge of the process that points at it; ``limit_scope`` says how processes
+    share them: ``"world"`` gives each rank ``limit / WORLD_SIZE``, ``"process"`` gives every process
+    the full limits, ``"shared"`` coordinates the processes of one machine through lock files.
+    ``replica_concurrency`` caps requests in flight per base URL. Retries: ``max_retries`` extra
+    attempts with exponential backoff from ``backoff_base_s`` up to ``backoff_max_s`` (Retry-After
+    is honoured up to that cap); ``timeout_s`` bounds one attempt, ``call_deadline_s`` one logical
+    call with all its retries, ``batch_deadline_s`` every call of one batch.
     """
 
     model: str
@@ -51,7 +61,14 @@ class JudgeConfig:
     tpm: int | None = None
     timeout_s: float = 60.0
     max_retries: int = 3
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+    call_deadline_s: float | None = None
     batch_deadline_s: float | None = None
+    replica_concurrency: int | None = None
+    breaker_failures: int = 3
+    breaker_cooldown_s: float = 10.0
+    limit_scope: str = "world"
     input_cost_per_token: float | None = None
     output_cost_per_token: float | None = None
 
@@ -91,8 +108,25 @@ class JudgeConfig:
             raise bad("temperature", f"must be in [0, 2], got {self.temperature}")
         if self.timeout_s <= 0:
             raise bad("timeout_s", f"must be positive, got {self.timeout_s}")
-        if self.max_retries < 0:
-            raise bad("max_retries", f"must be >= 0, got {self.max_retries}")
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise bad("max_retries", f"must be an integer >= 0, got {self.max_retries!r}")
+        for name in ("backoff_base_s", "backoff_max_s", "breaker_cooldown_s"):
+            if getattr(self, name) < 0:
+                raise bad(name, f"must be >= 0, got {getattr(self, name)}")
+        for name in ("call_deadline_s", "batch_deadline_s"):
+            v = getattr(self, name)
+            if v is not None and v <= 0:
+                raise bad(name, f"must be positive or null, got {v}")
+        for name in ("replica_concurrency", "breaker_failures"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or v < 1):
+                raise bad(name, f"must be a positive integer, got {v!r}")
+        if self.limit_scope not in _LIMIT_SCOPES:
+            raise bad("limit_scope", f"must be one of {', '.join(_LIMIT_SCOPES)}, got {self.limit_scope!r}")
+        for name in ("input_cost_per_token", "output_cost_per_token"):
+            v = getattr(self, name)
+            if v is not None and v < 0:
+                raise bad(name, f"must be >= 0 or null, got {v}")
         if self.weight < 0:
             raise bad("weight", f"must be >= 0, got {self.weight}")
         if self.api_key_env is not None and not str(self.api_key_env).replace("_", "").isalnum():

@@ -1,31 +1,48 @@
-"""Fast path: OpenAI-compatible chat completions over one pooled aiohttp session.
+"""Fast path: OpenAI-compatible chat completions over pooled aiohttp sessions.
 
-For ``vllm serve``, local servers and gateways. Requests are spread round-robin over the configured
-base URLs (replicas of one model). Retries, limits and deduplication live in the transport layer
-(:mod:`rubric_reward.judges.transport`), not here: this class makes exactly one HTTP attempt.
+For ``vllm serve``, local servers and gateways. Attempts spread over the configured base URLs
+(replicas of one model, see :mod:`.replicas`). Retries, limits and deduplication live in the
+transport layer (:mod:`.transport`), not here: ``complete`` makes exactly one HTTP attempt.
+
+Hot-path choices: the request body is serialised once to bytes from a prebuilt template, the
+response is read as bytes and decoded with one ``json.loads``, one session per event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import time
+import weakref
 from typing import Any
 
 from ..results import ErrorKind, JudgeError, Usage
 from .base import ChatReply, ChatRequest, TokenLogprob
 from .config import JudgeConfig
+from .pricing import Pricing
+from .replicas import Replicas
+from .retry import parse_retry_after
 
-__all__ = ["OpenAIHTTPBackend", "classify_status"]
+__all__ = ["OpenAIHTTPBackend", "classify_status", "parse_chat_completion", "redact"]
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
 
 
 def classify_status(status: int) -> ErrorKind:
     if status == 429:
         return ErrorKind.RATE_LIMIT
+    if status == 408:
+        return ErrorKind.TIMEOUT
     if status >= 500:
         return ErrorKind.SERVER
     return ErrorKind.CLIENT
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` replaced (servers and libraries sometimes echo credentials)."""
+    if secret and secret in text:
+        return text.replace(secret, "[redacted]")
+    return text
 
 
 class OpenAIHTTPBackend:
@@ -36,25 +53,34 @@ class OpenAIHTTPBackend:
             raise ValueError(f"judge {config.name!r}: the http backend needs 'base_url'")
         self.config = config
         self.name = config.name
-        self._urls = [f"{u}/chat/completions" for u in config.base_urls]
-        self._next_url = itertools.cycle(range(len(self._urls)))
-        self._session: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        key = config.api_key()
+        self.replicas = Replicas(
+            [f"{u}/chat/completions" for u in config.base_urls], per_replica=config.replica_concurrency,
+            failures=config.breaker_failures, cooldown_s=config.breaker_cooldown_s,
+        )
+        self._pricing = Pricing(config)
+        self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._timeouts: dict[float, Any] = {}
+        self._key = config.api_key()
         self._headers = {"Content-Type": "application/json"}
-        if key:
-            self._headers["Authorization"] = f"Bearer {key}"
-
-    def _body(self, request: ChatRequest) -> dict[str, Any]:
-        c = self.config
-        body: dict[str, Any] = {
-            "model": c.model,
-            "messages": list(request.messages),
-            "temperature": c.temperature,
-            "max_tokens": request.max_tokens or c.max_tokens,
-        }
+        if self._key:
+            self._headers["Authorization"] = f"Bearer {self._key}"
+        c = config
+        template: dict[str, Any] = {"model": c.model, "temperature": c.temperature, "max_tokens": c.max_tokens}
         if c.top_p is not None:
-            body["top_p"] = c.top_p
+            template["top_p"] = c.top_p
+        self._template = template
+        self._extra = dict(c.extra_body)
+
+    def __repr__(self) -> str:
+        return f"OpenAIHTTPBackend({self.name!r}, urls={self.config.base_urls!r})"
+
+    def body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body for ``request`` (the config's ``extra_body`` applied last)."""
+        c = self.config
+        body = self._template.copy()
+        body["messages"] = request.messages
+        if request.max_tokens:
+            body["max_tokens"] = request.max_tokens
         if c.seed is not None:
             body["seed"] = c.seed + request.sample_index
         if request.schema is not None and c.structured_output:
@@ -65,64 +91,94 @@ class OpenAIHTTPBackend:
         if request.logprobs:
             body["logprobs"] = True
             body["top_logprobs"] = request.top_logprobs or c.top_logprobs
-        body.update(c.extra_body)
+        if self._extra:
+            body.update(self._extra)
         return body
 
-    async def _get_session(self) -> Any:
+    def _session(self) -> Any:
         loop = asyncio.get_running_loop()
-        if self._session is None or self._loop is not loop or self._session.closed:
+        session = self._sessions.get(loop)
+        if session is None or session.closed:
             import aiohttp
 
-            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(
-                connector=connector,
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
                 headers=self._headers,
-                json_serialize=json.dumps,
                 timeout=aiohttp.ClientTimeout(total=None),
+                skip_auto_headers=("User-Agent", "Accept-Encoding"),
+                auto_decompress=False,
             )
-            self._loop = loop
-        return self._session
+            self._sessions[loop] = session
+        return session
 
-    async def complete(self, request: ChatRequest, url_index: int | None = None) -> ChatReply:
+    def _timeout(self, seconds: float) -> Any:
+        t = self._timeouts.get(seconds)
+        if t is None:
+            import aiohttp
+
+            if len(self._timeouts) > 256:
+                self._timeouts.clear()
+            t = self._timeouts[seconds] = aiohttp.ClientTimeout(total=seconds)
+        return t
+
+    async def complete(self, request: ChatRequest, timeout_s: float | None = None) -> ChatReply:
         import aiohttp
 
+        timeout = self.config.timeout_s if timeout_s is None else timeout_s
         start = time.perf_counter()
-        url = self._urls[next(self._next_url) if url_index is None else url_index]
+        i = await self.replicas.acquire(timeout)
+        if i is None:
+            return ChatReply(None, JudgeError(ErrorKind.TIMEOUT, f"every replica stayed busy for {timeout:.3g}s"),
+                             latency_s=time.perf_counter() - start, attempts=0)
+        url = self.replicas.urls[i]
+        ok: bool | None = None
         try:
-            session = await self._get_session()
-            async with session.post(
-                url, json=self._body(request), timeout=aiohttp.ClientTimeout(total=self.config.timeout_s)
-            ) as resp:
+            data = _dumps(self.body(request)).encode()
+            async with self._session().post(url, data=data, timeout=self._timeout(timeout)) as resp:
                 raw = await resp.read()
-                if resp.status != 200:
-                    msg = raw[:300].decode("utf-8", "replace")
+                status = resp.status
+                if status != 200:
+                    kind = classify_status(status)
+                    ok = False if kind in (ErrorKind.SERVER, ErrorKind.TIMEOUT) else None
+                    msg = redact(raw[:300].decode("utf-8", "replace"), self._key)
                     return ChatReply(
-                        None,
-                        JudgeError(classify_status(resp.status), f"HTTP {resp.status}: {msg}", resp.status),
+                        None, JudgeError(kind, f"HTTP {status} from {url}: {msg}", status),
                         latency_s=time.perf_counter() - start,
-                        retry_after_s=_retry_after(resp.headers.get("Retry-After")),
+                        retry_after_s=parse_retry_after(resp.headers.get("Retry-After")),
                     )
+            reply = parse_chat_completion(raw, latency_s=time.perf_counter() - start)
+            ok = reply.error is None or reply.error.kind is not ErrorKind.SERVER
         except TimeoutError:
-            return ChatReply(None, JudgeError(ErrorKind.TIMEOUT, f"no answer within {self.config.timeout_s}s"),
+            ok = False
+            return ChatReply(None, JudgeError(ErrorKind.TIMEOUT, f"no answer from {url} within {timeout:.3g}s"),
                              latency_s=time.perf_counter() - start)
         except aiohttp.ClientError as exc:
-            return ChatReply(None, JudgeError(ErrorKind.CONNECTION, f"{type(exc).__name__}: {exc}"),
+            ok = False
+            return ChatReply(None, JudgeError(ErrorKind.CONNECTION, redact(f"{type(exc).__name__}: {exc}", self._key)),
                              latency_s=time.perf_counter() - start)
-        return parse_chat_completion(raw, latency_s=time.perf_counter() - start)
+        finally:
+            self.replicas.release(i, ok)
+        if reply.usage.prompt_tokens or reply.usage.completion_tokens:
+            reply = _with_cost(reply, self._pricing.cost(reply.usage))
+        return reply
 
     async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
+        current = asyncio.get_running_loop()
+        for loop, session in list(self._sessions.items()):
+            if session.closed:
+                continue
+            if loop is current:
+                await session.close()
+            elif loop.is_running():
+                asyncio.run_coroutine_threadsafe(session.close(), loop)
+        self._sessions = weakref.WeakKeyDictionary()
 
 
-def _retry_after(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None  # HTTP-date form: let the backoff decide
+def _with_cost(reply: ChatReply, cost: float) -> ChatReply:
+    if not cost:
+        return reply
+    return ChatReply(reply.text, reply.error, reply.usage, cost, reply.latency_s, reply.attempts, reply.cached,
+                     reply.logprobs, reply.finish_reason, reply.retry_after_s)
 
 
 def parse_chat_completion(raw: bytes | str | dict, latency_s: float = 0.0) -> ChatReply:
@@ -148,6 +204,8 @@ def parse_chat_completion(raw: bytes | str | dict, latency_s: float = 0.0) -> Ch
                              {a["token"]: float(a["logprob"]) for a in t.get("top_logprobs") or ()})
                 for t in lp["content"]
             )
+        if text is not None and not isinstance(text, str):
+            raise TypeError(f"message content is a {type(text).__name__}")
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         return ChatReply(None, JudgeError(ErrorKind.SERVER, f"malformed completion body: {exc!r:.200}"),
                          latency_s=latency_s)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from .base import Backend, ChatReply, ChatRequest
+from .base import Backend, ChatReply, ChatRequest, ReplyCache
 from .config import JudgeConfig, load_judges
+from .transport import Transport
 
 __all__ = ["Judge", "as_judges", "build_backend"]
 
@@ -34,18 +35,28 @@ def build_backend(config: JudgeConfig) -> Backend:
 
 
 class Judge:
-    """Sends chat requests for one judge model. ``complete`` never raises."""
+    """Sends chat requests for one judge model through the transport. ``complete`` never raises.
 
-    def __init__(self, config: JudgeConfig, backend: Backend | None = None):
+    ``cache`` (optional) is consulted before any request; limits are shared per endpoint.
+    """
+
+    def __init__(self, config: JudgeConfig, backend: Backend | None = None, *, cache: ReplyCache | None = None,
+                 dedupe: bool = True):
         self.config = config
         self.backend = backend if backend is not None else build_backend(config)
+        self.transport = Transport(config, self.backend, cache=cache, dedupe=dedupe)
 
     @property
     def name(self) -> str:
         return self.config.name
 
-    async def complete(self, request: ChatRequest) -> ChatReply:
-        return await self.backend.complete(request)
+    @property
+    def caches(self) -> bool:
+        """Whether replies are cached (the grader then vets replies before they are stored)."""
+        return self.transport.cache is not None
+
+    async def complete(self, request: ChatRequest, *, accept: Callable[[ChatReply], bool] | None = None) -> ChatReply:
+        return await self.transport.complete(request, accept)
 
     async def aclose(self) -> None:
         await self.backend.aclose()
@@ -54,14 +65,14 @@ class Judge:
         return f"Judge({self.config.name!r}, backend={type(self.backend).__name__})"
 
 
-def as_judges(spec: Any, *, base_url: str | None = None) -> list[Judge]:
+def as_judges(spec: Any, *, base_url: str | None = None, cache: ReplyCache | None = None) -> list[Judge]:
     """Judges from a model string, a JudgeConfig, a Judge, a YAML path, or a list of those."""
     if isinstance(spec, Judge):
         return [spec]
     if isinstance(spec, JudgeConfig):
-        return [Judge(spec)]
+        return [Judge(spec, cache=cache)]
     if isinstance(spec, Sequence) and not isinstance(spec, str):
-        return [j for s in spec for j in as_judges(s, base_url=base_url)]
+        return [j for s in spec for j in as_judges(s, base_url=base_url, cache=cache)]
     if isinstance(spec, str) and not spec.endswith((".yaml", ".yml", ".json")):
-        return [Judge(JudgeConfig(model=spec, base_url=base_url))]
-    return [Judge(c) for c in load_judges(spec)]
+        return [Judge(JudgeConfig(model=spec, base_url=base_url), cache=cache)]
+    return [Judge(c, cache=cache) for c in load_judges(spec)]

@@ -38,10 +38,11 @@ class Fault:
     """An injected failure: an HTTP status (with optional Retry-After), a hang, or a bad body."""
 
     status: int | None = None
-    retry_after: float | None = None
+    retry_after: float | str | None = None  # seconds, or a raw header value (an HTTP date)
     hang_s: float = 0.0
     body: str | None = None  # raw response body to send with status 200 (malformed JSON, ...)
     content: str | None = None  # assistant text to send instead of the scripted answer
+    echo_headers: bool = False  # put the request headers in the error body (a leaky gateway)
 
 
 @dataclass
@@ -66,9 +67,18 @@ class FaultPlan:
         return None
 
 
+def _rendered(messages: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The rendered judge prompt among ``messages`` (a re-ask appends turns after it)."""
+    for m in messages:
+        content = str(m.get("content", ""))
+        if m.get("role") == "user" and ("## Criterion\n" in content or "## Criteria\n" in content):
+            return [m]
+    return messages[-1:]
+
+
 def response_in_request(messages: list[Mapping[str, Any]]) -> str:
     """The response text a rendered judge request asks about (inside its fence)."""
-    text = str(messages[-1]["content"])
+    text = str(_rendered(messages)[-1]["content"])
     m = re.search(r"## Response to judge\n[^\n]*\n(`{3,})response\n", text)
     if not m:
         return ""
@@ -100,7 +110,7 @@ class ScriptedJudge:
 
     def answer(self, body: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]] | None]:
         """The assistant text and, when asked, token logprobs for it."""
-        messages = body["messages"]
+        messages = _rendered(body["messages"])
         response = response_in_request(messages)
         asked = requested_criteria(messages)
         if len(asked) <= 1 and (not asked or asked[0][0] is None):
@@ -138,8 +148,11 @@ class JudgeServer:
         faults: FaultPlan | None = None,
         port: int = 0,
         record_bodies: bool = True,
+        count_tokens: Callable[[Mapping[str, Any]], int] | None = None,
     ):
+        """``count_tokens(body)`` gives a request's prompt tokens (default: characters / 4 + 1)."""
         self.judge = judge or ScriptedJudge()
+        self.count_tokens = count_tokens
         self.latency_s = latency_s
         self.faults = faults or FaultPlan()
         self.port = port
@@ -149,6 +162,8 @@ class JudgeServer:
         self.max_in_flight = 0
         self.bodies: list[dict[str, Any]] = []
         self.arrivals: list[float] = []
+        self.departures: list[float] = []
+        self.tokens: list[tuple[float, int]] = []  # (arrival, prompt + completion tokens) of answered requests
         self.headers: list[dict[str, str]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -162,6 +177,8 @@ class JudgeServer:
         self.requests = self.in_flight = self.max_in_flight = 0
         self.bodies.clear()
         self.arrivals.clear()
+        self.departures.clear()
+        self.tokens.clear()
         self.headers.clear()
 
     # ------------------------------------------------------------------ request handling
@@ -172,7 +189,8 @@ class JudgeServer:
         n = self.requests
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        self.arrivals.append(time.monotonic())
+        arrival = time.monotonic()
+        self.arrivals.append(arrival)
         try:
             body = json.loads(await request.read())
             if self.record_bodies:
@@ -187,14 +205,22 @@ class JudgeServer:
                     await asyncio.sleep(fault.hang_s)
                 if fault.status is not None:
                     headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
-                    return web.Response(status=fault.status, text='{"error": "injected"}', headers=headers)
+                    text = '{"error": "injected"}'
+                    if fault.echo_headers:
+                        text = json.dumps({"error": "injected", "headers": dict(request.headers)})
+                    return web.Response(status=fault.status, text=text, headers=headers)
                 if fault.body is not None:
                     return web.Response(status=200, text=fault.body, content_type="application/json")
             if fault is not None and fault.content is not None:
                 text, logprobs = fault.content, None
             else:
                 text, logprobs = self.judge.answer(body)
-            prompt_chars = sum(len(str(m.get("content", ""))) for m in body["messages"])
+            if self.count_tokens is not None:
+                prompt_tokens = int(self.count_tokens(body))
+            else:
+                prompt_tokens = sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4 + 1
+            completion_tokens = len(text) // 4 + 1
+            self.tokens.append((arrival, prompt_tokens + completion_tokens))
             choice: dict[str, Any] = {
                 "index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text},
             }
@@ -203,12 +229,13 @@ class JudgeServer:
             payload = {
                 "id": f"cmpl-{n}", "object": "chat.completion", "created": 0, "model": body.get("model", ""),
                 "choices": [choice],
-                "usage": {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(text) // 4 + 1,
-                          "total_tokens": prompt_chars // 4 + len(text) // 4 + 2},
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens},
             }
             return web.Response(body=json.dumps(payload).encode(), content_type="application/json")
         finally:
             self.in_flight -= 1
+            self.departures.append(time.monotonic())
 
     def _app(self) -> Any:
         from aiohttp import web
@@ -224,7 +251,7 @@ class JudgeServer:
     async def _start(self) -> None:
         from aiohttp import web
 
-        self._runner = web.AppRunner(self._app(), access_log=None)
+        self._runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=0.25)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port, backlog=1024)
         await site.start()
@@ -254,7 +281,14 @@ class JudgeServer:
     def stop(self) -> None:
         if self._loop is None:
             return
-        fut = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop)
+        async def shutdown() -> None:
+            await self._runner.cleanup()
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in rest:  # handlers still sleeping (hangs, latency)
+                t.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+        fut = asyncio.run_coroutine_threadsafe(shutdown(), self._loop)
         try:
             fut.result(timeout=5)
         except Exception:

@@ -1,0 +1,401 @@
+"""Endpoint limits: requests in flight, requests per minute and tokens per minute.
+
+Limits belong to an *endpoint* (base URL(s) + model; not a provider prefix), and every live judge of
+the process that points at the endpoint shares one :class:`EndpointLimiter` from a registry (the
+strictest limits given apply). A limiter
+works from any event loop and thread (the sync facade runs its own loop thread, TRL runs another):
+its state sits behind a threading lock, and a waiter is woken on its own loop.
+
+Rates use GCRA (a virtual-schedule token bucket) with a burst of one second's worth, paced so that
+any 60-second window holds at most ``rpm`` requests. Tokens are reserved before a request from an
+estimate (prompt characters / 4 + ``max_tokens``) and settled against the reported usage after it.
+
+Several processes (``accelerate launch``), by ``JudgeConfig.limit_scope``:
+
+* ``"world"`` (default): each rank takes its share, ``limit / WORLD_SIZE`` (concurrency at least 1).
+  No coordination, works across machines; a rank cannot borrow an idle rank's share.
+* ``"process"``: every process gets the full limits.
+* ``"shared"``: the processes of one machine share the limits through lock files in
+  ``$RUBRIC_REWARD_LIMIT_DIR`` (default: a per-endpoint folder under the temp dir).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import os
+import struct
+import tempfile
+import threading
+import time
+import weakref
+from asyncio import events
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EndpointLimiter", "Rate", "Slots", "endpoint_key", "endpoint_limiter", "world_size"]
+
+_now = time.monotonic
+
+
+# ---------------------------------------------------------------------------- concurrency
+class Slots:
+    """A FIFO counting semaphore usable from any event loop and thread."""
+
+    def __init__(self, n: int):
+        self.capacity = n
+        self._value = n
+        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = deque()
+        self._lock = threading.Lock()
+
+    @property
+    def in_use(self) -> int:
+        return self.capacity - self._value
+
+    def try_acquire(self) -> bool:
+        with self._lock:
+            if self._value > 0 and not self._waiters:
+                self._value -= 1
+                return True
+            return False
+
+    async def acquire(self, timeout: float | None = None) -> bool:
+        """Take a slot; False if none came within ``timeout`` seconds."""
+        with self._lock:
+            if self._value > 0 and not self._waiters:
+                self._value -= 1
+                return True
+            if timeout is not None and timeout <= 0:
+                return False
+            loop = asyncio.get_running_loop()
+            entry = (loop, loop.create_future())
+            self._waiters.append(entry)
+        fut = entry[1]
+        try:
+            if timeout is None:
+                await fut
+            else:
+                await asyncio.wait_for(fut, timeout)
+            return True
+        except (asyncio.CancelledError, TimeoutError) as exc:
+            with self._lock:
+                try:
+                    self._waiters.remove(entry)
+                    handed_over = False
+                except ValueError:
+                    handed_over = True
+            if handed_over and fut.done() and not fut.cancelled():
+                self.release()  # granted just as we gave up: pass it on
+            # handed over but not yet granted: _grant sees the cancelled future and passes it on
+            if isinstance(exc, TimeoutError):
+                return False
+            raise
+
+    def release(self) -> None:
+        with self._lock:
+            while self._waiters:
+                loop, fut = self._waiters.popleft()
+                if fut.done():  # its waiter gave up
+                    continue
+                try:
+                    if loop is events._get_running_loop():
+                        loop.call_soon(self._grant, fut)
+                    else:
+                        loop.call_soon_threadsafe(self._grant, fut)
+                except RuntimeError:  # that loop is closed
+                    continue
+                return
+            self._value += 1
+
+    def _grant(self, fut: asyncio.Future) -> None:
+        if fut.done():
+            self.release()
+        else:
+            fut.set_result(True)
+
+    def resize(self, n: int) -> None:
+        """Change the capacity (a smaller one takes effect as slots come back)."""
+        with self._lock:
+            grow = n - self.capacity
+            self.capacity = n
+            self._value += grow
+        for _ in range(max(0, grow)):
+            self._wake_one()
+
+    def _wake_one(self) -> None:
+        with self._lock:
+            if self._value <= 0 or not self._waiters:
+                return
+            self._value -= 1
+        self.release()
+
+
+# ---------------------------------------------------------------------------- rates
+class Rate:
+    """GCRA pacing of ``per_minute`` units with a burst of one second's worth.
+
+    With burst b and emission interval T = 60 / (per_minute - b + 1), any half-open 60-second
+    window holds at most ceil(60 / T) + b - 1 = per_minute unit reservations.
+    """
+
+    def __init__(self, per_minute: float):
+        self._lock = threading.Lock()
+        self._tat = 0.0  # theoretical arrival time of the next unit
+        self.set_rate(per_minute)
+
+    def set_rate(self, per_minute: float) -> None:
+        burst = max(1, int(per_minute // 60))
+        self.per_minute = per_minute
+        self.interval = 60.0 / max(per_minute - burst + 1, 1e-9) * (1 + 1e-9)  # float-safe at the boundary
+        self.tolerance = (burst - 1) * self.interval
+
+    def reserve(self, units: float = 1.0, max_wait: float | None = None) -> float | None:
+        """Reserve ``units``; the seconds to wait before using them, or None if over ``max_wait``."""
+        with self._lock:
+            now = _now()
+            tat = self._tat if self._tat > now else now
+            wait = tat - self.tolerance - now
+            if wait < 0.0:
+                wait = 0.0
+            if max_wait is not None and wait > max_wait:
+                return None
+            self._tat = tat + units * self.interval
+            return wait
+
+    def settle(self, units: float) -> None:
+        """Charge (positive) or refund (negative) units after the fact."""
+        with self._lock:
+            self._tat += units * self.interval
+
+
+class _FileRate(Rate):
+    """:class:`Rate` whose schedule lives in a file, shared by the processes of one machine."""
+
+    def __init__(self, per_minute: float, path: Path):
+        super().__init__(per_minute)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+    def _update(self, fn: Any) -> Any:
+        with self._lock:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                raw = os.pread(self._fd, 8, 0)
+                now = _now()
+                tat = struct.unpack("d", raw)[0] if len(raw) == 8 else 0.0
+                if tat > now + 3600:  # left over from before a reboot
+                    tat = 0.0
+                new_tat, result = fn(tat, now)
+                if new_tat != tat:
+                    os.pwrite(self._fd, struct.pack("d", new_tat), 0)
+                return result
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def reserve(self, units: float = 1.0, max_wait: float | None = None) -> float | None:
+        def step(tat: float, now: float) -> tuple[float, float | None]:
+            tat = max(tat, now)
+            wait = max(0.0, tat - self.tolerance - now)
+            if max_wait is not None and wait > max_wait:
+                return tat, None
+            return tat + units * self.interval, wait
+
+        return self._update(step)
+
+    def settle(self, units: float) -> None:
+        self._update(lambda tat, now: (tat + units * self.interval, None))
+
+
+class _FileSlots(Slots):
+    """Concurrency slots held as ``flock`` locks on numbered files (released if a process dies)."""
+
+    def __init__(self, n: int, directory: Path):
+        super().__init__(n)
+        self._dir = directory
+        self._fds: dict[int, int] = {}
+        self._held: set[int] = set()
+        self._start = os.getpid()
+
+    def try_acquire(self) -> bool:
+        return self._take() is not None
+
+    def _take(self) -> int | None:
+        with self._lock:
+            n = self.capacity
+            for j in range(n):
+                i = (self._start + j) % n
+                if i in self._held:
+                    continue
+                fd = self._fds.get(i)
+                if fd is None:
+                    fd = self._fds[i] = os.open(self._dir / f"slot-{i}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                self._held.add(i)
+                self._start = i + 1
+                return i
+        return None
+
+    async def acquire(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else _now() + timeout
+        pause = 0.001
+        while self._take() is None:
+            if deadline is not None and _now() + pause > deadline:
+                return False
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.02)
+        return True
+
+    def release(self) -> None:
+        with self._lock:
+            if not self._held:
+                return
+            i = self._held.pop()
+            fcntl.flock(self._fds[i], fcntl.LOCK_UN)
+
+    @property
+    def in_use(self) -> int:
+        return len(self._held)
+
+    def resize(self, n: int) -> None:
+        with self._lock:
+            self.capacity = n
+
+
+# ---------------------------------------------------------------------------- endpoint limiter
+class EndpointLimiter:
+    """Concurrency, rpm and tpm for one endpoint, plus a pause after a 429 with Retry-After."""
+
+    def __init__(self, key: tuple, concurrency: int, rpm: float | None, tpm: float | None,
+                 directory: Path | None = None):
+        self.key = key
+        self.directory = directory
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            self.slots: Slots = _FileSlots(concurrency, directory)
+        else:
+            self.slots = Slots(concurrency)
+        self.rpm = self._rate(rpm, "rpm")
+        self.tpm = self._rate(tpm, "tpm")
+        self._paused_until = 0.0
+
+    def _rate(self, per_minute: float | None, name: str) -> Rate | None:
+        if per_minute is None:
+            return None
+        if self.directory is not None:
+            return _FileRate(per_minute, self.directory / f"{name}.state")
+        return Rate(per_minute)
+
+    def tighten(self, concurrency: int, rpm: float | None, tpm: float | None) -> None:
+        """Apply stricter limits from another judge on the same endpoint (the strictest wins)."""
+        if concurrency < self.slots.capacity:
+            self.slots.resize(concurrency)
+        for name, value in (("rpm", rpm), ("tpm", tpm)):
+            current = getattr(self, name)
+            if value is not None and (current is None or value < current.per_minute):
+                if current is None:
+                    setattr(self, name, self._rate(value, name))
+                else:
+                    current.set_rate(value)
+
+    def pause(self, seconds: float) -> None:
+        """Hold back new requests (a 429 with Retry-After speaks for the whole endpoint)."""
+        self._paused_until = max(self._paused_until, _now() + seconds)
+
+    async def acquire(self, tokens: int = 0, timeout: float | None = None) -> bool:
+        """Wait for a concurrency slot and the rate budget; False if that would pass ``timeout``."""
+        deadline = None if timeout is None else _now() + timeout
+        wait = self._paused_until - _now()
+        if wait > 0:
+            if deadline is not None and _now() + wait > deadline:
+                return False
+            await asyncio.sleep(wait)
+        if not self.slots.try_acquire():
+            if not await self.slots.acquire(None if deadline is None else deadline - _now()):
+                return False
+        if self.rpm is None and self.tpm is None:
+            return True
+        left = None if deadline is None else max(0.0, deadline - _now())
+        wait = 0.0
+        if self.rpm is not None:
+            w = self.rpm.reserve(1, left)
+            if w is None:
+                self.slots.release()
+                return False
+            wait = w
+        if self.tpm is not None and tokens:
+            w = self.tpm.reserve(tokens, left)
+            if w is None:
+                if self.rpm is not None:
+                    self.rpm.settle(-1)
+                self.slots.release()
+                return False
+            wait = max(wait, w)
+        if wait > 0:
+            try:
+                await asyncio.sleep(wait)
+            except asyncio.CancelledError:
+                self.slots.release()
+                raise
+        return True
+
+    def release(self, reserved_tokens: int = 0, used_tokens: int = 0) -> None:
+        """Give the slot back and settle the token reservation against what was used."""
+        self.slots.release()
+        if self.tpm is not None and reserved_tokens and used_tokens != reserved_tokens:
+            self.tpm.settle(used_tokens - reserved_tokens)
+
+
+# ---------------------------------------------------------------------------- registry
+# weak: an endpoint's limiter lives as long as a judge uses it (so do limits tightened by a judge)
+_REGISTRY: weakref.WeakValueDictionary[tuple, EndpointLimiter] = weakref.WeakValueDictionary()
+_REGISTRY_LOCK = threading.Lock()
+
+
+def world_size() -> int:
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+_SERVED_PREFIXES = ("openai/", "hosted_vllm/", "litellm_proxy/")
+
+
+def endpoint_key(config: Any) -> tuple:
+    """What identifies an endpoint: its base URL(s) and the model (never a provider prefix alone).
+
+    With a base URL, a litellm routing prefix for OpenAI-compatible servers is dropped, so the fast
+    path and the litellm path to the same server share limits.
+    """
+    model = config.model
+    if config.base_urls and model.startswith(_SERVED_PREFIXES):
+        model = model.split("/", 1)[1]
+    return (tuple(config.base_urls), model)
+
+
+def endpoint_limiter(config: Any) -> EndpointLimiter:
+    """The process-wide limiter for ``config``'s endpoint, created on first use."""
+    concurrency, rpm, tpm = config.max_concurrency, config.rpm, config.tpm
+    scope = config.limit_scope
+    if scope == "world":
+        world = world_size()
+        concurrency = max(1, concurrency // world)
+        rpm = None if rpm is None else rpm / world
+        tpm = None if tpm is None else tpm / world
+    key = (*endpoint_key(config), scope)
+    with _REGISTRY_LOCK:
+        limiter = _REGISTRY.get(key)
+        if limiter is None:
+            directory = None
+            if scope == "shared":
+                digest = hashlib.sha256(repr(endpoint_key(config)).encode()).hexdigest()[:16]
+                root = os.environ.get("RUBRIC_REWARD_LIMIT_DIR") or Path(tempfile.gettempdir()) / "rubric_reward_limits"
+                directory = Path(root) / digest
+            limiter = _REGISTRY[key] = EndpointLimiter(key, concurrency, rpm, tpm, directory)
+        else:
+            limiter.tighten(concurrency, rpm, tpm)
+    return limiter
