@@ -239,3 +239,22 @@ def test_logprob_verdicts_through_vllm_server(base_url):
     for v in result.verdicts:
         assert v.probabilities is not None and abs(sum(v.probabilities.values()) - 1.0) < 1e-6
         assert v.expected_value is not None
+
+
+def test_litellm_hosted_vllm_matches_the_fast_path(base_url):
+    """The same vLLM server through litellm's ``hosted_vllm/`` prefix gives the same (greedy) verdicts."""
+    from rubric_reward import JudgeConfig, Rubric, Scorer
+
+    rubric = Rubric.from_obj(JUDGE_RUBRIC)
+    item = ("Say hello politely.", "Hello there, it is lovely to meet you!")
+    labels = {}
+    for name, cfg in {
+        "fast": JudgeConfig(model=MODEL_NAME, base_url=base_url, max_tokens=256),
+        "litellm": JudgeConfig(model=f"hosted_vllm/{MODEL_NAME}", base_url=base_url, backend="litellm",
+                               max_tokens=256),
+    }.items():
+        with Scorer(rubric, cfg) as scorer:
+            result = scorer.score(*item)
+        assert result.ok, (name, result.error)
+        labels[name] = [v.label for v in result.verdicts]
+    assert labels["fast"] == labels["litellm"]
