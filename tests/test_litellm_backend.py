@@ -46,7 +46,8 @@ def script() -> ScriptedJudge:
 
 def judge_cfg(url: str, backend: str, **kw) -> JudgeConfig:
     model = "hosted_vllm/judge" if backend == "litellm" else "judge"
-    return JudgeConfig(**{"model": model, "backend": backend, "base_url": url, **FAST, **kw})
+    # one judge name for both: the option shuffle is seeded per judge
+    return JudgeConfig(**{"model": model, "name": "judge", "backend": backend, "base_url": url, **FAST, **kw})
 
 
 def ask(judge: Judge, *requests: ChatRequest):
@@ -67,10 +68,13 @@ def request(i=0) -> ChatRequest:
 def test_both_backends_give_identical_verdicts(litellm_module, mode):
     data = items(24)
     with JudgeServer(script()) as srv:
-        results = {}
+        results, bodies = {}, {}
         for backend in ("http", "litellm"):
+            srv.reset_stats()
             with Scorer(RUBRIC, judge_cfg(srv.base_url, backend, mode=mode)) as s:
                 results[backend] = s.score_batch(data)
+            bodies[backend] = sorted(json.dumps({**b, "model": None}, sort_keys=True) for b in srv.bodies)
+    assert bodies["http"] == bodies["litellm"]  # the same request, whichever client sends it
     fast, slow = results["http"], results["litellm"]
     assert all(r.ok for r in fast + slow)
     assert [r.score for r in fast] == [r.score for r in slow]

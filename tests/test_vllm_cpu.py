@@ -111,13 +111,25 @@ sys.path.insert(0, str(REPO_ROOT / "tests" / "helpers"))
 from vllm_inprocess_judge import RUBRIC as JUDGE_RUBRIC  # noqa: E402  (one rubric for both paths)
 
 
-def _check_verdicts(result: dict, with_probabilities: bool) -> None:
+def _check_verdicts(result: dict, with_probabilities: bool, generated: bool = False) -> None:
+    """Every verdict is on the menu. Generated answers may instead fail to parse (a 135M model can ramble
+    past max_tokens inside its reason): then the result must be honestly unscored, with parse errors only,
+    and at least half the verdicts must still have come through."""
     from rubric_reward import Rubric
 
     rubric = Rubric.from_obj(JUDGE_RUBRIC)
-    assert result["error"] is None, result["error"]
-    assert 0.0 <= result["score"] <= 1.0
-    for v, c in zip(result["verdicts"], rubric.criteria):
+    verdicts = list(zip(result["verdicts"], rubric.criteria))
+    failed = [v for v, _ in verdicts if v["error"] is not None]
+    if failed and generated:
+        assert result["score"] is None and result["error"]
+        assert {v["error"]["kind"] for v in failed} == {"parse"}, failed
+        assert len(failed) * 2 <= len(verdicts), result["error"]
+    else:
+        assert result["error"] is None, result["error"]
+        assert 0.0 <= result["score"] <= 1.0
+    for v, c in verdicts:
+        if v["error"] is not None:
+            continue
         assert v["label"] in c.labels
         if with_probabilities:
             assert abs(sum(v["probabilities"].values()) - 1.0) < 1e-6
@@ -136,8 +148,8 @@ def test_in_process_vllm_judge_both_verdict_modes(model_dir, tmp_path):
     report = json.loads(out.read_text())
     for result in report["logprob"]:
         _check_verdicts(result, with_probabilities=True)
-    for result in report["generate"]:  # schema-constrained JSON: always on the menu
-        _check_verdicts(result, with_probabilities=False)
+    for result in report["generate"]:  # schema-constrained JSON: on the menu when it completes
+        _check_verdicts(result, with_probabilities=False, generated=True)
 
 
 # ------------------------------------------------------------------------------------------------ server
@@ -224,8 +236,8 @@ def test_fast_path_judge_through_vllm_server(base_url):
     with Scorer(Rubric.from_obj(JUDGE_RUBRIC), cfg) as scorer:
         results = scorer.score_batch([("Write a poem about roses.", "Roses are red, violets are blue."),
                                       ("Say hello politely.", "Hello there, it is lovely to meet you!")])
-    for r in results:  # schema-constrained decoding: the verdict is always on the menu
-        _check_verdicts(r.to_dict(), with_probabilities=False)
+    for r in results:  # schema-constrained decoding: the verdict is on the menu when the JSON completes
+        _check_verdicts(r.to_dict(), with_probabilities=False, generated=True)
     assert all(c.usage.prompt_tokens > 0 for r in results for c in r.calls)
 
 
@@ -235,26 +247,31 @@ def test_logprob_verdicts_through_vllm_server(base_url):
     cfg = JudgeConfig(model=MODEL_NAME, base_url=base_url, max_tokens=256, logprobs=True)
     with Scorer(Rubric.from_obj(JUDGE_RUBRIC), cfg) as scorer:
         result = scorer.score("Say hello politely.", "Hello there, it is lovely to meet you!")
-    assert result.ok, result.error
-    for v in result.verdicts:
+    _check_verdicts(result.to_dict(), with_probabilities=False, generated=True)
+    parsed = [v for v in result.verdicts if v.ok]
+    for v in parsed:  # the verdict token's top logprobs, normalised over the labels on offer
         assert v.probabilities is not None and abs(sum(v.probabilities.values()) - 1.0) < 1e-6
         assert v.expected_value is not None
 
 
 def test_litellm_hosted_vllm_matches_the_fast_path(base_url):
-    """The same vLLM server through litellm's ``hosted_vllm/`` prefix gives the same (greedy) verdicts."""
+    """The same vLLM server through litellm's ``hosted_vllm/`` prefix gives the fast path's verdicts.
+
+    Both judges carry one name (the option shuffle is seeded per judge, so the prompts are identical)
+    and send one request at a time (vLLM's numerics shift with batching).
+    """
     from rubric_reward import JudgeConfig, Rubric, Scorer
 
     rubric = Rubric.from_obj(JUDGE_RUBRIC)
-    item = ("Say hello politely.", "Hello there, it is lovely to meet you!")
+    common = dict(name="smollm2-judge", base_url=base_url, max_tokens=256, max_concurrency=1)
     labels = {}
-    for name, cfg in {
-        "fast": JudgeConfig(model=MODEL_NAME, base_url=base_url, max_tokens=256),
-        "litellm": JudgeConfig(model=f"hosted_vllm/{MODEL_NAME}", base_url=base_url, backend="litellm",
-                               max_tokens=256),
-    }.items():
+    for path, cfg in {"fast": JudgeConfig(model=MODEL_NAME, **common),
+                      "litellm": JudgeConfig(model=f"hosted_vllm/{MODEL_NAME}", backend="litellm", **common)}.items():
         with Scorer(rubric, cfg) as scorer:
-            result = scorer.score(*item)
-        assert result.ok, (name, result.error)
-        labels[name] = [v.label for v in result.verdicts]
+            result = scorer.score("Say hello politely.", "Hello there, it is lovely to meet you!")
+        # a 135M model may ramble past max_tokens inside its reason: the same greedy text then fails to
+        # parse on both paths, so outcomes (label or error kind) are compared, not only successes
+        labels[path] = [v.label if v.ok else f"error:{v.error.kind.value}" for v in result.verdicts]
+        assert all(v.label in c.labels for v, c in zip(result.verdicts, rubric.criteria) if v.ok)
     assert labels["fast"] == labels["litellm"]
+    assert sum(not x.startswith("error:") for x in labels["fast"]) >= 2, labels
