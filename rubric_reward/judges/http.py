@@ -23,7 +23,7 @@ from .pricing import Pricing
 from .replicas import Replicas
 from .retry import parse_retry_after
 
-__all__ = ["OpenAIHTTPBackend", "classify_status", "parse_chat_completion", "redact"]
+__all__ = ["OpenAIHTTPBackend", "classify_status", "parse_chat_completion", "redact", "request_fields"]
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
 
@@ -43,6 +43,24 @@ def redact(text: str, secret: str | None) -> str:
     if secret and secret in text:
         return text.replace(secret, "[redacted]")
     return text
+
+
+def request_fields(config: JudgeConfig, request: ChatRequest) -> dict[str, Any]:
+    """The per-request OpenAI chat fields (both the fast path and litellm send exactly these)."""
+    fields: dict[str, Any] = {}
+    if request.max_tokens:
+        fields["max_tokens"] = request.max_tokens
+    if config.seed is not None:
+        fields["seed"] = config.seed + request.sample_index
+    if request.schema is not None and config.structured_output:
+        fields["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "verdict", "schema": request.schema, "strict": True},
+        }
+    if request.logprobs:
+        fields["logprobs"] = True
+        fields["top_logprobs"] = request.top_logprobs or config.top_logprobs
+    return fields
 
 
 class OpenAIHTTPBackend:
@@ -79,18 +97,7 @@ class OpenAIHTTPBackend:
         c = self.config
         body = self._template.copy()
         body["messages"] = request.messages
-        if request.max_tokens:
-            body["max_tokens"] = request.max_tokens
-        if c.seed is not None:
-            body["seed"] = c.seed + request.sample_index
-        if request.schema is not None and c.structured_output:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "verdict", "schema": request.schema, "strict": True},
-            }
-        if request.logprobs:
-            body["logprobs"] = True
-            body["top_logprobs"] = request.top_logprobs or c.top_logprobs
+        body.update(request_fields(c, request))
         if self._extra:
             body.update(self._extra)
         return body

@@ -18,7 +18,7 @@ from typing import Any
 from ..results import ErrorKind, JudgeError, Usage
 from .base import ChatReply, ChatRequest, TokenLogprob
 from .config import JudgeConfig
-from .http import classify_status, redact
+from .http import classify_status, redact, request_fields
 from .pricing import Pricing
 from .replicas import Replicas
 from .retry import parse_retry_after
@@ -72,21 +72,8 @@ class LiteLLMBackend:
         return f"LiteLLMBackend({self.name!r}, model={self.config.model!r})"
 
     def kwargs(self, request: ChatRequest, timeout: float) -> dict[str, Any]:
-        c = self.config
-        kw = dict(self._kwargs, messages=list(request.messages), timeout=timeout)
-        if request.max_tokens:
-            kw["max_tokens"] = request.max_tokens
-        if c.seed is not None:
-            kw["seed"] = c.seed + request.sample_index
-        if request.schema is not None and c.structured_output:
-            kw["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "verdict", "schema": request.schema, "strict": True},
-            }
-        if request.logprobs:
-            kw["logprobs"] = True
-            kw["top_logprobs"] = request.top_logprobs or c.top_logprobs
-        return kw
+        return dict(self._kwargs, messages=list(request.messages), timeout=timeout,
+                    **request_fields(self.config, request))
 
     async def complete(self, request: ChatRequest, timeout_s: float | None = None) -> ChatReply:
         timeout = self.config.timeout_s if timeout_s is None else timeout_s
