@@ -26,6 +26,18 @@ def run(coro):
     return asyncio.run(coro)
 
 
+def ask(judge, *requests):
+    """Send ``requests`` concurrently on a fresh event loop, then close the judge's sessions."""
+
+    async def go():
+        try:
+            return await asyncio.gather(*(judge.complete(r) for r in requests))
+        finally:
+            await judge.aclose()
+
+    return run(go())
+
+
 @pytest.fixture(autouse=True)
 def fresh_limiters():
     """Each test gets its own endpoint limiters (the registry is process-wide)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -19,9 +18,9 @@ from rubric_reward.rubric import Rubric
 from rubric_reward.testing.judge_server import Fault, FaultPlan, JudgeServer, ScriptedJudge
 
 try:
-    from ._clients_fixtures import SENTINEL_KEY, fresh_limiters, items, litellm_module, run, sentinel_env  # noqa: F401
+    from ._clients_fixtures import SENTINEL_KEY, ask, fresh_limiters, items, litellm_module, run, sentinel_env  # noqa: F401
 except ImportError:
-    from _clients_fixtures import SENTINEL_KEY, fresh_limiters, items, litellm_module, run, sentinel_env  # noqa: F401
+    from _clients_fixtures import SENTINEL_KEY, ask, fresh_limiters, items, litellm_module, run, sentinel_env  # noqa: F401
 
 pytestmark = pytest.mark.slow  # importing litellm takes several seconds
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,15 +48,6 @@ def judge_cfg(url: str, backend: str, **kw) -> JudgeConfig:
     # one judge name for both: the option shuffle is seeded per judge
     return JudgeConfig(**{"model": model, "name": "judge", "backend": backend, "base_url": url, **FAST, **kw})
 
-
-def ask(judge: Judge, *requests: ChatRequest):
-    async def go():
-        try:
-            return await asyncio.gather(*(judge.complete(r) for r in requests))
-        finally:
-            await judge.aclose()
-
-    return run(go())
 
 
 def request(i=0) -> ChatRequest:

@@ -28,9 +28,9 @@ from rubric_reward.results import ErrorKind
 from rubric_reward.testing.judge_server import Fault, FaultPlan, JudgeServer, ScriptedJudge
 
 try:  # tests/ may or may not be a package
-    from ._clients_fixtures import SENTINEL_KEY, fresh_limiters, items, rubric, run, sentinel_env, server  # noqa: F401
+    from ._clients_fixtures import SENTINEL_KEY, ask, fresh_limiters, items, rubric, run, sentinel_env, server  # noqa: F401
 except ImportError:
-    from _clients_fixtures import SENTINEL_KEY, fresh_limiters, items, rubric, run, sentinel_env, server  # noqa: F401
+    from _clients_fixtures import SENTINEL_KEY, ask, fresh_limiters, items, rubric, run, sentinel_env, server  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = dict(backoff_base_s=0.01, backoff_max_s=0.2)
@@ -44,17 +44,6 @@ def request(i: int | str = 0, criterion: str = "c0") -> ChatRequest:
 def cfg(url: str, **kw) -> JudgeConfig:
     return JudgeConfig(**{"model": "judge", "base_url": url, **FAST, **kw})
 
-
-def ask(judge: Judge, *requests: ChatRequest) -> list[ChatReply]:
-    """Send ``requests`` concurrently on a fresh event loop, then close the judge's sessions."""
-
-    async def go():
-        try:
-            return await asyncio.gather(*(judge.complete(r) for r in requests))
-        finally:
-            await judge.aclose()
-
-    return run(go())
 
 
 # ---------------------------------------------------------------------------- faults

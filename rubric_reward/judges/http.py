@@ -20,7 +20,7 @@ from ..results import ErrorKind, JudgeError, Usage
 from .base import ChatReply, ChatRequest, TokenLogprob
 from .config import JudgeConfig
 from .pricing import Pricing
-from .replicas import Replicas
+from .replicas import Replicas, all_busy_reply
 from .retry import parse_retry_after
 
 __all__ = ["OpenAIHTTPBackend", "classify_status", "parse_chat_completion", "redact", "request_fields"]
@@ -135,8 +135,7 @@ class OpenAIHTTPBackend:
         start = time.perf_counter()
         i = await self.replicas.acquire(timeout)
         if i is None:
-            return ChatReply(None, JudgeError(ErrorKind.TIMEOUT, f"every replica stayed busy for {timeout:.3g}s"),
-                             latency_s=time.perf_counter() - start, attempts=0)
+            return all_busy_reply(timeout, start)
         url = self.replicas.urls[i]
         ok: bool | None = None
         try:

@@ -20,7 +20,7 @@ from .base import ChatReply, ChatRequest, TokenLogprob
 from .config import JudgeConfig
 from .http import classify_status, redact, request_fields
 from .pricing import Pricing
-from .replicas import Replicas
+from .replicas import Replicas, all_busy_reply
 from .retry import parse_retry_after
 
 __all__ = ["LiteLLMBackend", "import_litellm"]
@@ -80,8 +80,7 @@ class LiteLLMBackend:
         start = time.perf_counter()
         i = await self.replicas.acquire(timeout)
         if i is None:
-            return ChatReply(None, JudgeError(ErrorKind.TIMEOUT, f"every replica stayed busy for {timeout:.3g}s"),
-                             latency_s=time.perf_counter() - start, attempts=0)
+            return all_busy_reply(timeout, start)
         kw = self.kwargs(request, timeout)
         url = self.replicas.urls[i]
         if url is not None:

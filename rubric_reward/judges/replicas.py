@@ -14,6 +14,9 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ..results import ErrorKind, JudgeError
+from .base import ChatReply
+
 __all__ = ["Replicas"]
 
 
@@ -103,3 +106,9 @@ class Replicas:
 
     def is_open(self, i: int) -> bool:
         return self._state[i].open_until > time.monotonic()
+
+
+def all_busy_reply(timeout: float, start: float) -> ChatReply:
+    """The failure a backend returns when no replica frees a slot within ``timeout``."""
+    return ChatReply(None, JudgeError(ErrorKind.TIMEOUT, f"every replica stayed busy for {timeout:.3g}s"),
+                     latency_s=time.perf_counter() - start, attempts=0)
