@@ -36,6 +36,12 @@ class JudgeError:
     message: str
     status: int | None = None
 
+    def __post_init__(self) -> None:
+        # every failure is stored and printed through here: no credential survives in its text
+        from .redaction import redact
+
+        object.__setattr__(self, "message", redact(self.message))
+
     def __str__(self) -> str:
         return f"{self.kind.value}: {self.message}"
 

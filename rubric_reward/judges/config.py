@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -140,6 +140,18 @@ class JudgeConfig:
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    def require_key(self, provider_vars: Sequence[str] = ()) -> None:
+        """Pre-flight check, before the first call: a named key variable (``api_key_env``, else the
+        provider's ``provider_vars``, any one of which suffices) must be set. Raises ValueError naming it."""
+        if self.api_key_env:
+            if not os.environ.get(self.api_key_env):
+                raise ValueError(f"judge {self.name!r}: the API key variable {self.api_key_env} (api_key_env) "
+                                 f"is not set; export it before running")
+            return
+        if provider_vars and not any(os.environ.get(v) for v in provider_vars):
+            raise ValueError(f"judge {self.name!r}: the API key variable {' or '.join(provider_vars)} is not set; "
+                             f"export it, or name the variable that holds the key in api_key_env")
 
     def criteria_per_call(self, n_criteria: int) -> int:
         if self.mode == "per_criterion":

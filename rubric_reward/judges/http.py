@@ -16,6 +16,7 @@ import time
 import weakref
 from typing import Any
 
+from ..redaction import redact
 from ..results import ErrorKind, JudgeError, Usage
 from .base import ChatReply, ChatRequest, TokenLogprob
 from .config import JudgeConfig
@@ -36,13 +37,6 @@ def classify_status(status: int) -> ErrorKind:
     if status >= 500:
         return ErrorKind.SERVER
     return ErrorKind.CLIENT
-
-
-def redact(text: str, secret: str | None) -> str:
-    """``text`` with ``secret`` replaced (servers and libraries sometimes echo credentials)."""
-    if secret and secret in text:
-        return text.replace(secret, "[redacted]")
-    return text
 
 
 def request_fields(config: JudgeConfig, request: ChatRequest) -> dict[str, Any]:
@@ -78,6 +72,8 @@ class OpenAIHTTPBackend:
         self._pricing = Pricing(config)
         self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._timeouts: dict[float, Any] = {}
+        if config.api_key_env:
+            config.require_key()
         self._key = config.api_key()
         self._headers = {"Content-Type": "application/json"}
         if self._key:
@@ -146,7 +142,7 @@ class OpenAIHTTPBackend:
                 if status != 200:
                     kind = classify_status(status)
                     ok = False if kind in (ErrorKind.SERVER, ErrorKind.TIMEOUT) else None
-                    msg = redact(raw[:300].decode("utf-8", "replace"), self._key)
+                    msg = redact(raw.decode("utf-8", "replace"), self._key, limit=300)  # redact, then cut
                     return ChatReply(
                         None, JudgeError(kind, f"HTTP {status} from {url}: {msg}", status),
                         latency_s=time.perf_counter() - start,

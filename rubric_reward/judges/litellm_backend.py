@@ -48,6 +48,10 @@ class LiteLLMBackend:
         self.config = config
         self.name = config.name
         self.litellm = import_litellm()
+        if config.api_key_env:
+            config.require_key()
+        elif not config.base_urls:
+            config.require_key(_provider_key_vars(self.litellm, config.model))
         self._key = config.api_key()
         if self._key is None and config.base_urls and not config.model.startswith("hosted_vllm/"):
             self._key = "EMPTY"  # OpenAI-compatible servers need some key client-side; never a real one
@@ -177,8 +181,19 @@ class LiteLLMBackend:
             kind = ErrorKind.SERVER
         else:
             kind = ErrorKind.CLIENT if name.endswith("RequestError") else ErrorKind.SERVER
-        message = redact(f"{name}: {str(exc)[:300]}", self._key if self._key != "EMPTY" else None)
+        message = redact(f"{name}: {exc}", self._key if self._key != "EMPTY" else None, limit=300 + len(name) + 2)
         return JudgeError(kind, message, status), _retry_after(exc)
+
+
+def _provider_key_vars(litellm: Any, model: str) -> tuple[str, ...]:
+    """The key variables litellm would read for ``model`` when none of them is set (else ``()``)."""
+    try:
+        env = litellm.validate_environment(model=model)
+    except Exception:  # noqa: BLE001 - an unknown provider: let the first call say what is wrong
+        return ()
+    if env.get("keys_in_environment", True):
+        return ()
+    return tuple(k for k in env.get("missing_keys") or () if "KEY" in k or "TOKEN" in k)
 
 
 def _get(obj: Any, name: str) -> Any:

@@ -1,0 +1,63 @@
+"""Regression tests for the outside audit (issue 14): each fails on the code before its fix."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from rubric_reward import Scorer
+from rubric_reward.judges import ChatRequest, Judge, JudgeConfig
+from rubric_reward.results import ErrorKind, JudgeError
+from rubric_reward.rubric import Rubric, RubricError, load_rubric
+from rubric_reward.testing.judge_server import Fault, FaultPlan, JudgeServer, ScriptedJudge
+
+try:
+    from ._clients_fixtures import ask, fresh_limiters  # noqa: F401
+except ImportError:  # pragma: no cover - run as a top-level module
+    from _clients_fixtures import ask, fresh_limiters  # noqa: F401
+
+# a long key with no repeated 8-character run, so any surviving piece of it is detectable
+KEY = "sk-" + "".join(f"{i:03d}q" for i in range(100))
+
+
+def _leaks(text: str, key: str = KEY, piece: int = 8) -> bool:
+    return any(key[i : i + piece] in text for i in range(len(key) - piece + 1))
+
+
+# ---------------------------------------------------------------------------- 1. key redaction
+def test_redaction_comes_before_truncation_for_a_key_echoed_across_the_cut(monkeypatch):
+    monkeypatch.setenv("RR_AUDIT_KEY", KEY)
+    faults = FaultPlan(fixed={1: Fault(status=401, echo_headers=True)})
+    with JudgeServer(faults=faults) as srv:
+        config = JudgeConfig(model="m", base_url=srv.base_url, api_key_env="RR_AUDIT_KEY", max_retries=0)
+        [reply] = ask(Judge(config), ChatRequest(({"role": "user", "content": "hi"},)))
+    assert reply.error is not None and reply.error.kind is ErrorKind.CLIENT
+    assert "[redacted]" in reply.error.message and not _leaks(reply.error.message)
+
+
+def test_redact_removes_header_values_and_credential_environment_values(monkeypatch):
+    from rubric_reward.redaction import redact
+
+    monkeypatch.setenv("SOME_PROVIDER_API_KEY", "prov-0123456789abcdef")
+    text = ('{"authorization": "Bearer tok-abcdef123456", "x-api-key": "xk-99887766", api-key: ak_55443322, '
+            'echo prov-0123456789abcdef}')
+    clean = redact(text)
+    for secret in ("tok-abcdef123456", "xk-99887766", "ak_55443322", "prov-0123456789abcdef"):
+        assert secret not in clean
+    cut = redact("x" * 290 + KEY, KEY, limit=300)
+    assert not _leaks(cut) and len(cut) <= 303
+    # the stored form of every failure is redacted too
+    err = JudgeError(ErrorKind.SERVER, "upstream said: Authorization: Bearer sk-live-abcdefgh1234")
+    assert "sk-live-abcdefgh1234" not in json.dumps(err.to_dict())
+
+
+# ---------------------------------------------------------------------------- 8. missing API key
+def test_a_missing_key_variable_is_one_clear_error_before_any_call(monkeypatch):
+    monkeypatch.delenv("RR_UNSET_KEY", raising=False)
+    with JudgeServer() as srv:
+        config = JudgeConfig(model="m", base_url=srv.base_url, api_key_env="RR_UNSET_KEY")
+        with pytest.raises(ValueError, match="RR_UNSET_KEY"):
+            Scorer(Rubric.from_obj(["Be good."]), config)
+        assert srv.requests == 0
