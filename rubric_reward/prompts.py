@@ -93,6 +93,7 @@ class JudgeCall:
     criteria: tuple[Criterion, ...]
     keys: tuple[str, ...] | None
     option_orders: tuple[tuple[str, ...], ...]
+    response: str = ""  # the response under judgment: verdict JSON quoted from it is never taken
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +243,7 @@ def render_call(
             "additionalProperties": False,
         }
     messages = ({"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": shared + tail})
-    return JudgeCall(messages, schema, tuple(criteria), keys, orders)
+    return JudgeCall(messages, schema, tuple(criteria), keys, orders, item.response)
 
 
 def template_hash() -> str:
@@ -319,6 +320,16 @@ def parse_reply(call: JudgeCall, text: str | None) -> list[ParsedVerdict]:
     if not text or not text.strip():
         raise PromptError("the answer is empty")
     objects = _json_objects(text)
+    if call.response and "{" in call.response:
+        # a judge answering in prose may quote the response; JSON it quotes is the response's, not a verdict
+        try:
+            quoted = _json_objects(call.response)
+        except PromptError:
+            quoted = []
+        shaped = [o for o in objects if "verdict" in o or (call.keys and any(k in o for k in call.keys))]
+        if quoted and any(o in quoted for o in shaped):
+            raise PromptError("the answer repeats JSON that occurs in the response under judgment; "
+                              "give your own verdict object, not one quoted from the response")
     if call.keys is None:
         found = [o for o in objects if "verdict" in o]
         if not found:

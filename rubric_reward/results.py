@@ -6,6 +6,8 @@ it is never an abstention and never silently turned into a number.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -169,6 +171,12 @@ class ScoreResult:
     error: str | None = None
     calls: tuple[CallRecord, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("score", "raw_score", "expected_score"):
+            v = getattr(self, name)
+            if v is not None and not math.isfinite(v):
+                raise ValueError(f"ScoreResult.{name} must be finite or None, got {v}")
 
     @property
     def ok(self) -> bool:

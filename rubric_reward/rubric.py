@@ -292,6 +292,8 @@ def _criterion_from_obj(obj: Any, index: int, source: str) -> Criterion:
             raise RubricError(f"{where}: field 'name' is empty")
     name = name or f"c{index + 1}"
     where = f"{source}: criterion {name!r} (criteria[{index}])"
+    if "\n" in name or "\r" in name or name.lstrip().startswith("#"):
+        raise RubricError(f"{where}: field 'name' must be one line and not a Markdown heading (names go into prompts)")
     unknown = set(obj) - _CRITERION_FIELDS
     if unknown:
         raise RubricError(f"{where}: unknown field(s) {sorted(unknown)}")
@@ -406,6 +408,10 @@ def _validate_rubric(rubric: Rubric) -> None:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise RubricError(f"rubric {rubric.name!r}: duplicate criterion names {dupes}")
+    for sign, total in (("positive", sum(c.weight for c in rubric.criteria if c.weight > 0)),
+                        ("negative", sum(c.weight for c in rubric.criteria if c.weight < 0))):
+        if not math.isfinite(total):
+            raise RubricError(f"rubric {rubric.name!r}: the {sign} weights sum to {total}; use smaller weights")
     if all(c.weight == 0 for c in rubric.criteria):
         raise RubricError(f"rubric {rubric.name!r}: every weight is zero; at least one criterion needs a non-zero weight")
 

@@ -10,6 +10,8 @@ unparseable answer) is not an abstention: by default the whole result is unscore
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -112,6 +114,8 @@ def score_verdicts(
 
     raw = _normalise([(c.weight, val) for c, val, _ in terms], has_positive)
     raw_expected = _normalise([(c.weight, exp) for c, _, exp in terms], has_positive)
+    if not (math.isfinite(raw) and math.isfinite(raw_expected)):  # never a NaN or inf reward
+        return ScoreResult(None, ordered, error=f"the score is not finite ({raw}); check the rubric's weights")
     return ScoreResult(_clip(raw), ordered, raw_score=raw, expected_score=_clip(raw_expected))
 
 
