@@ -1,4 +1,10 @@
-"""Command line: ``rubric-reward validate | score | eval | report``."""
+"""Command line: ``rubric-reward validate | score | eval | report | compare``.
+
+Exit status: 0 success; 1 some items unscored or failed (``score`` without ``--allow-failures``,
+``eval``: rerun to retry them), or some files invalid (``validate``); 2 a usage, configuration or
+data error (one line naming the file, entry and field); 3 ``eval`` stopped at the cost cap;
+130 interrupted.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     for path in args.rubric:
         try:
             rubric = load_rubric(path)
-        except RubricError as exc:
+        except (RubricError, OSError) as exc:  # report every file, then fail
             print(f"error: {exc}", file=sys.stderr)
             status = 1
             continue
@@ -35,17 +41,18 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    from .datasets_io import DataError, jsonl_rows
+    from .datasets_io import DataError, numbered_jsonl_rows
 
-    try:
-        rows = [dict(r) for r in jsonl_rows(path)]
-    except DataError as exc:
-        raise SystemExit(f"error: {exc}") from None
-    for n, row in enumerate(rows, 1):
+    rows = []
+    for n, row in numbered_jsonl_rows(path):
         if "response" not in row:
-            raise SystemExit(f"error: {path}: row {n}: each row needs a 'response' field")
+            raise DataError(f"{path}: line {n}: each row needs a 'response' field")
+        if not isinstance(row["response"], str | list):
+            raise DataError(f"{path}: line {n}: field 'response' must be a string or assistant messages, "
+                            f"got {type(row['response']).__name__}")
+        rows.append(dict(row))
     if not rows:
-        raise SystemExit(f"error: {path}: no rows")
+        raise DataError(f"{path}: no rows")
     return rows
 
 
@@ -73,7 +80,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     try:
         rubric = load_rubric(args.rubric)
     except RubricError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     rows = _read_jsonl(Path(args.input))
     judge = _judge_spec(args) if rubric.judged else None
@@ -119,17 +126,48 @@ def _cmd_score(args: argparse.Namespace) -> int:
     table.add_row("cost ($)", f"{sum(r.cost for r in results):.4f}")
     for kind, n in sorted(failures.items()):
         table.add_row(f"failed verdicts: {kind}", str(n))
-    for c in rubric.criteria:
-        values = [r.verdict(c.name).value for r in results]
-        met = [v for v in values if v is not None]
-        table.add_row(f"  {c.name} (w={c.weight:g})", f"{sum(met) / len(met):.2f}" if met else "n/a")
     Console().print(table)
+    Console().print(_criterion_table(rubric, results))
     console.print(f"wrote {out}")
-    return 0 if scored else 1
+    unscored = len(results) - len(scored)
+    if unscored and not args.allow_failures:
+        print(f"{unscored} of {len(results)} items unscored (see 'error' in {out}); exit 1 "
+              "(--allow-failures exits 0)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _criterion_table(rubric: Any, results: list[Any]) -> Any:
+    """Per criterion: mean value, verdict counts by label, abstentions and failures (nothing hidden)."""
+    from rich.table import Table
+
+    table = Table(title="per criterion")
+    for name, justify in (("criterion", "left"), ("weight", "right"), ("mean", "right"), ("verdicts", "left"),
+                          ("abstained", "right"), ("failed", "right")):
+        table.add_column(name, justify=justify)
+    for c in rubric.criteria:
+        verdicts = [r.verdict(c.name) for r in results]
+        values = [v.value for v in verdicts if v.error is None and v.value is not None]
+        labels = Counter(v.label for v in verdicts if v.error is None and not v.abstained and v.label is not None)
+        order = [lab for lab in c.labels if lab in labels] + sorted(set(labels) - set(c.labels))
+        table.add_row(
+            c.name, f"{c.weight:g}", f"{sum(values) / len(values):.2f}" if values else "n/a",
+            ", ".join(f"{lab} {labels[lab]}" for lab in order) or "-",
+            str(sum(1 for v in verdicts if v.error is None and v.abstained)),
+            str(sum(1 for v in verdicts if v.error is not None)),
+        )
+    return table
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rubric-reward", description="Turn rubrics into rewards.")
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="rubric-reward", description="Turn rubrics into rewards.",
+        epilog="exit status: 0 ok; 1 some items unscored/failed or files invalid; 2 usage, config or data "
+               "error; 3 eval stopped at the cost cap; 130 interrupted",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("validate", help="check rubric files and summarise them")
@@ -145,9 +183,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (vllm serve)")
     p.add_argument("--api-key-env", help="environment variable holding the API key")
     p.add_argument("--mode", default="per_criterion", help="per_criterion, per_item, or k criteria per call")
-    p.add_argument("--abstention", default="skip", choices=["skip", "zero", "partial", "fail"])
+    p.add_argument("--abstention", default="skip", choices=["skip", "zero", "partial", "fail"],
+                   help="how CANNOT_ASSESS / N/A verdicts count: skip (default) drops them, zero counts 0, "
+                   "partial gives partial credit, fail takes the worst case")
     p.add_argument("--all-or-nothing", action="store_true", help="1 only when every criterion is satisfied")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the option-order shuffle (and of sampling judges); default 0")
+    p.add_argument("--allow-failures", action="store_true",
+                   help="exit 0 even when some items are unscored (default: exit 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_score)
 
@@ -159,10 +202,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    return run_command(args)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run a parsed command: usage, configuration and data errors become one line and exit 2."""
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, OSError, RuntimeError) as exc:  # never a traceback for bad input
+        text = str(exc) if not isinstance(exc, OSError) or not exc.filename else f"{exc.filename}: {exc.strerror}"
+        print(f"error: {text}", file=sys.stderr)
         return 2
 
 

@@ -99,11 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rubric-reward", description="Evaluation runs and reports.")
     add_eval_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    from .cli import run_command
+
+    return run_command(args)
 
 
 if __name__ == "__main__":

@@ -125,17 +125,29 @@ def _is_hf_dataset(obj: Any) -> bool:
 
 def jsonl_rows(path: Path) -> Iterator[Mapping[str, Any]]:
     """The JSON objects of a JSONL file; a DataError names the line of a bad one."""
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
+    for _, row in numbered_jsonl_rows(path):
+        yield row
+
+
+def numbered_jsonl_rows(path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """``(line number, object)`` for each non-blank line of a JSONL file."""
+    if not path.is_file():
+        raise DataError(f"{path}: {'is a directory, not a JSONL file' if path.is_dir() else 'no such file'}")
+    with path.open("rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
+            except UnicodeDecodeError:
+                raise DataError(f"{path}: line {n}: not UTF-8 text") from None
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}: line {n}: not valid JSON: {exc}") from None
+            except json.JSONDecodeError as exc:  # one line number, the file's (json's own counts within the row)
+                raise DataError(f"{path}: line {n}, column {exc.colno}: not valid JSON: {exc.msg}") from None
             if not isinstance(row, Mapping):
                 raise DataError(f"{path}: line {n}: expected a JSON object, got {type(row).__name__}")
-            yield row
+            yield n, row
 
 
 def _csv_rows(path: Path) -> Iterator[Mapping[str, Any]]:

@@ -236,19 +236,12 @@ class Rubric:
 
 # ---------------------------------------------------------------------------- loading
 def _read_structured(path: Path) -> Any:
-    if not path.exists():
-        raise RubricError(f"{path}: no such file")
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix == ".json":
-            return json.loads(text)
-        import yaml
+    from .files import FileError, read_structured
 
-        return yaml.safe_load(text)
-    except (json.JSONDecodeError, ValueError) as exc:  # yaml.YAMLError subclasses Exception
-        raise RubricError(f"{path}: not valid {path.suffix.lstrip('.').upper() or 'YAML'}: {exc}") from None
-    except Exception as exc:  # yaml.YAMLError
-        raise RubricError(f"{path}: not valid YAML: {exc}") from None
+    try:
+        return read_structured(path, "rubric file")
+    except FileError as exc:
+        raise RubricError(str(exc)) from None
 
 
 def load_rubric(source: str | Path | Mapping | Sequence | Rubric) -> Rubric:
@@ -334,7 +327,8 @@ def _criterion_from_obj(obj: Any, index: int, source: str) -> Criterion:
     if "kwargs" in obj:
         raise RubricError(f"{where}: field 'kwargs' is only for check criteria")
     if not requirement:
-        raise RubricError(f"{where}: field 'requirement' is empty")
+        present = any(k in obj for k in ("requirement", "question", "description"))
+        raise RubricError(f"{where}: field 'requirement' is {'empty' if present else 'missing'}")
 
     try:
         kind = CriterionKind(kind_raw or ("ordinal" if "options" in obj else "binary"))

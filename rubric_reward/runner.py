@@ -144,12 +144,10 @@ class EvalConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> EvalConfig:
-        import yaml
+        from .files import read_structured
 
         path = Path(path)
-        if not path.exists():
-            raise ValueError(f"{path}: no such eval config file")
-        obj = yaml.safe_load(path.read_text(encoding="utf-8"))
+        obj = read_structured(path, "eval config file")
         if not isinstance(obj, Mapping):
             raise ValueError(f"{path}: an eval config must be a mapping")
         try:
@@ -288,6 +286,10 @@ async def arun_eval(config: EvalConfig) -> RunSummary:
     return replace(summary, metrics=metrics)
 
 
+class RunLockedError(RuntimeError):
+    """Another process holds the run folder."""
+
+
 @contextlib.contextmanager
 def _exclusive(path: Path):
     """One runner per run folder (an advisory lock, released by the OS if the process dies)."""
@@ -300,7 +302,7 @@ def _exclusive(path: Path):
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RuntimeError(f"{path.parent}: another run is using this folder") from None
+            raise RunLockedError(f"{path.parent}: another run is using this folder (wait for it, or use --out-dir)") from None
         yield
 
 

@@ -39,9 +39,9 @@ def test_score_end_to_end(tmp_path, judge_server):
 def test_score_rejects_bad_input(tmp_path, capsys):
     data = tmp_path / "in.jsonl"
     data.write_text('{"prompt": "no response field"}\n')
-    with pytest.raises(SystemExit, match="needs a 'response' field"):
-        main(["score", "--rubric", str(RUBRIC), "--input", str(data), "--judge", "m",
-              "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "o.jsonl")])
+    code = main(["score", "--rubric", str(RUBRIC), "--input", str(data), "--judge", "m",
+                 "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "o.jsonl")])
+    assert code == 2 and "line 1: each row needs a 'response' field" in capsys.readouterr().err
 
 
 def test_console_script_entry_point():

@@ -14,6 +14,8 @@ __all__ = ["JudgeConfig", "load_judges"]
 
 _BACKENDS = ("auto", "http", "litellm", "transformers", "vllm")
 _LIMIT_SCOPES = ("world", "process", "shared")
+_NUMBERS = ("temperature", "top_p", "timeout_s", "backoff_base_s", "backoff_max_s", "call_deadline_s",
+            "batch_deadline_s", "breaker_cooldown_s", "input_cost_per_token", "output_cost_per_token", "weight")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,16 @@ class JudgeConfig:
 
         if not isinstance(self.model, str) or not self.model.strip():
             raise bad("model", "must be a non-empty string")
+        for name in _NUMBERS:
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                raise bad(name, f"must be a number, got {v!r}")
+        urls = self.base_url if isinstance(self.base_url, list | tuple) else [self.base_url]
+        if self.base_url is not None and not all(isinstance(u, str) and u.strip() for u in urls):
+            raise bad("base_url", f"must be a URL string or a list of them, got {self.base_url!r}")
+        for name in ("name", "backend", "verdict_mode", "limit_scope"):
+            if not isinstance(getattr(self, name), str):
+                raise bad(name, f"must be a string, got {getattr(self, name)!r}")
         if not self.name:
             object.__setattr__(self, "name", self.model)
         if self.verdict_mode not in ("logprob", "generate"):
@@ -186,23 +198,35 @@ class JudgeConfig:
             raise ValueError(f"judge config: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
         if "api_key" in d:
             raise ValueError("judge config: put the key in an environment variable and name it in 'api_key_env'")
+        if "model" not in d:
+            raise ValueError("judge config: missing field 'model'")
         return cls(**d)
 
 
 def load_judges(source: str | Path | Mapping | list) -> list[JudgeConfig]:
     """Judge configs from YAML (a mapping with ``judges:``, a single judge mapping, or a list)."""
     obj: Any = source
+    where = "judge config"
     if isinstance(source, str | Path) and Path(source).suffix in (".yaml", ".yml", ".json"):
-        import yaml
+        from ..files import read_structured
 
-        path = Path(source)
-        if not path.exists():
-            raise ValueError(f"{path}: no such judge config file")
-        obj = yaml.safe_load(path.read_text())
+        where = str(source)
+        obj = read_structured(source, "judge config file")
     if isinstance(obj, Mapping) and "judges" in obj:
         obj = obj["judges"]
     if isinstance(obj, str | Mapping):
         obj = [obj]
     if not isinstance(obj, list) or not obj:
-        raise ValueError("judge config: expected a judge, a list of judges, or a mapping with 'judges'")
-    return [j if isinstance(j, JudgeConfig) else JudgeConfig.from_dict(j) for j in obj]
+        raise ValueError(f"{where}: expected a judge, a list of judges, or a mapping with 'judges'")
+    out = []
+    for i, j in enumerate(obj):
+        if isinstance(j, JudgeConfig):
+            out.append(j)
+            continue
+        if not isinstance(j, str | Mapping):
+            raise ValueError(f"{where}: judges[{i}]: expected a mapping or a model string, got {type(j).__name__}")
+        try:
+            out.append(JudgeConfig.from_dict(j))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: judges[{i}]: {exc}") from None
+    return out
