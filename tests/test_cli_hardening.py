@@ -107,7 +107,7 @@ def test_bad_paths_and_rows_are_one_line_errors(tmp_path, capsys):
     data.write_text('{"response": "ok"}\n{"response": "a",\n')
     assert _score(tmp_path, data=data) == 2
     err = _one_line_error(capsys)
-    assert "line 2, column" in err and "line 1 column" not in err  # one line number, the file's
+    assert "line 2: not valid JSON at column" in err and "line 1 column" not in err  # one line number
 
 
 def test_bad_eval_config_and_a_locked_run_folder_exit_2(tmp_path, capsys):
