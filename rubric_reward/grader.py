@@ -201,31 +201,44 @@ class Grader:
         if net is None and own and len(own) == len(self.judges):
             net = max(own)
 
-        # Admission window: only enough items to keep every judge slot busy (twice over) are rendered
-        # and queued at a time, so a large batch's first answers are not stuck behind rendering the rest.
-        gate = asyncio.Semaphore(self._item_window(pairs))
+        # Identical (rubric, item) pairs anywhere in the batch are graded once; the copies get the
+        # result with their own metadata and calls marked free (cached, cost 0), as in-flight dedupe does.
+        first = _first_copies(pairs)
+        unique = [i for i, f in enumerate(first) if f == i]
+        copies: dict[int, list[int]] = {}
+        for i, f in enumerate(first):
+            if f != i:
+                copies.setdefault(f, []).append(i)
+
+        # Admission window, in unique items: only enough to keep every judge slot busy (twice over) are
+        # rendered and queued at a time, so a large batch's first answers are not stuck behind the rest.
+        gate = asyncio.Semaphore(self._item_window([pairs[i] for i in unique]))
 
         async def one(i: int, rubric: Rubric, item: Item) -> ScoreResult:
             async with gate:
                 result = await self.grade(rubric, item)
             if on_result is not None:
                 on_result(i, result)
+                for j in copies.get(i, ()):
+                    on_result(j, _copy_of(result, pairs[j][1]))
             return result
 
         with batch_scope(deadline_s):  # tasks inherit the scope: the transport cuts calls at the deadline
-            tasks = [asyncio.ensure_future(one(i, r, it)) for i, (r, it) in enumerate(pairs)]
+            tasks = {i: asyncio.ensure_future(one(i, *pairs[i])) for i in unique}
         if not tasks:
             return []
         # safety net: calls end at the deadline; an item still running well after it is cancelled
-        done, pending = await asyncio.wait(tasks, timeout=None if net is None else net + max(0.5, 0.1 * net))
+        done, pending = await asyncio.wait(tasks.values(),
+                                           timeout=None if net is None else net + max(0.5, 0.1 * net))
         for t in pending:
             t.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
         results = []
-        for (rubric, item), task in zip(pairs, tasks, strict=True):
+        for i, (rubric, item) in enumerate(pairs):
+            task = tasks[first[i]]
             if task in done:
-                results.append(task.result())
+                results.append(task.result() if first[i] == i else _copy_of(task.result(), item))
             else:
                 err = JudgeError(ErrorKind.DEADLINE, f"not judged within the batch deadline of {net}s")
                 results.append(ScoreResult(
@@ -255,6 +268,26 @@ class Grader:
     async def aclose(self) -> None:
         for judge in self.judges:
             await judge.aclose()
+
+
+def _first_copies(pairs: Sequence[tuple[Rubric, Item]]) -> list[int]:
+    """For each pair, the index of the first identical pair (same rubric content, prompt and response)."""
+    fingerprints: dict[int, str] = {}
+    seen: dict[tuple, int] = {}
+    out = []
+    for i, (rubric, item) in enumerate(pairs):
+        fp = fingerprints.get(id(rubric))
+        if fp is None:
+            fp = fingerprints[id(rubric)] = rubric.fingerprint()
+        prompt = item.prompt if item.prompt is None or isinstance(item.prompt, str) else repr(item.prompt)
+        out.append(seen.setdefault((fp, prompt, item.response), i))
+    return out
+
+
+def _copy_of(result: ScoreResult, item: Item) -> ScoreResult:
+    """``result`` for an identical copy of its item: its own metadata, calls that cost nothing new."""
+    calls = tuple(replace(c, cost=0.0, attempts=0, cached=True) for c in result.calls)
+    return replace(result, calls=calls, metadata=_meta(item))
 
 
 def _parses(call: JudgeCall) -> Callable[[ChatReply], bool]:

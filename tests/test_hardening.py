@@ -97,3 +97,43 @@ def test_a_verdict_quoted_from_the_response_is_never_taken(judge_server):
     server.judge = ScriptedJudge({"correct": "UNMET"})
     with Scorer(rubric, JudgeConfig(model="j", base_url=server.base_url)) as scorer:
         assert scorer.score("What is 2+2?", response).score == 0.0
+
+
+# ---------------------------------------------------------------------------- 4. batch-wide dedupe
+def test_duplicates_anywhere_in_a_batch_are_judged_once(judge_server):
+    import random
+
+    server = judge_server(latency_s=0.002)
+    rubric = Rubric.from_obj([{"name": "c", "requirement": "Be right."}])
+    unique = [{"prompt": "p", "response": f"answer {i}"} for i in range(40)]
+    spread = unique * 6
+    random.Random(0).shuffle(spread)
+    with Scorer(rubric, JudgeConfig(model="j", base_url=server.base_url, max_concurrency=8)) as scorer:
+        results = scorer.score_batch([dict(x, id=str(n)) for n, x in enumerate(spread)])
+    assert server.requests == len(unique)
+    assert [r.metadata["id"] for r in results] == [str(n) for n in range(len(spread))]
+    assert all(r.score == 1.0 for r in results)
+    assert sum(r.cost for r in results) == sum(r.cost for r in results if not r.calls[0].cached)
+
+
+def test_the_admission_window_counts_unique_items(judge_server):
+    server = judge_server(latency_s=0.05)
+    rubric = Rubric.from_obj([{"name": "c", "requirement": "Be right."}])
+    in_a_row = [{"prompt": "p", "response": f"answer {i}"} for i in range(32) for _ in range(4)]
+    with Scorer(rubric, JudgeConfig(model="j", base_url=server.base_url, max_concurrency=32)) as scorer:
+        results = scorer.score_batch(in_a_row)
+    assert server.requests == 32 and len(results) == 128
+    assert server.max_in_flight == 32  # every slot used at once (copies no longer hold the window)
+
+
+def test_identical_calls_of_different_items_in_one_batch_are_judged_once(judge_server):
+    server = judge_server()
+    shared = {"name": "shared", "requirement": "Be right."}
+    a = Rubric.from_obj([shared, {"name": "a", "requirement": "A."}], name="a")
+    b = Rubric.from_obj([shared, {"name": "b", "requirement": "B."}], name="b")
+    # all of rubric a first, then all of b: the shared calls of a copy are long finished when b's come
+    items = [{"prompt": "p", "response": f"r{i}", "rubric": r} for r in (a, b) for i in range(5)]
+    with Scorer(a, JudgeConfig(model="j", base_url=server.base_url, max_concurrency=1)) as scorer:
+        results = scorer.score_batch(items)
+    assert all(r.score == 1.0 for r in results)
+    assert server.requests == 5 * 3  # 5 responses x (shared, a, b)

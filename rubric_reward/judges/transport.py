@@ -4,8 +4,10 @@
 
 * **Cache** (optional, any :class:`~.base.ReplyCache`): a hit is returned with ``cached=True``,
   ``attempts=0`` and no cost. Only successful replies that the caller accepts are stored.
-* **Dedupe**: identical requests in flight on one event loop share one backend call; the others get
-  the reply marked ``cached=True``, ``attempts=0``, ``cost=0`` (they cost nothing new).
+* **Dedupe**: identical requests in flight on one event loop share one backend call, and inside a
+  :func:`batch_scope` so do identical requests anywhere in the batch (a successful reply is kept
+  until the batch ends); the others get the reply marked ``cached=True``, ``attempts=0``, ``cost=0``
+  (they cost nothing new).
 * **Limits**: every attempt takes a slot and rate budget of the endpoint's limiter; a backoff sleep
   holds neither. A 429 with Retry-After pauses the whole endpoint.
 * **Retries**: :class:`~.retry.RetryPolicy`. ``attempts`` on the reply counts HTTP attempts, ``usage``
@@ -39,8 +41,9 @@ __all__ = ["Transport", "batch_scope", "request_key"]
 log = logging.getLogger(__name__)
 _now = time.monotonic
 
-# (batch start, absolute batch deadline or None), monotonic seconds; set by batch_scope
-_BATCH: contextvars.ContextVar[tuple[float, float | None] | None] = contextvars.ContextVar(
+# (batch start, absolute batch deadline or None, replies of this batch by (transport, request key));
+# monotonic seconds; set by batch_scope
+_BATCH: contextvars.ContextVar[tuple[float, float | None, dict[tuple, ChatReply]] | None] = contextvars.ContextVar(
     "rubric_reward_batch", default=None
 )
 
@@ -52,7 +55,7 @@ def batch_scope(deadline_s: float | None = None) -> Iterator[None]:
     ``deadline_s`` bounds all of them; a judge's own ``batch_deadline_s`` also counts from here.
     """
     start = _now()
-    token = _BATCH.set((start, None if deadline_s is None else start + deadline_s))
+    token = _BATCH.set((start, None if deadline_s is None else start + deadline_s, {}))
     try:
         yield
     finally:
@@ -115,6 +118,12 @@ class Transport:
             return await self._store(request, await self._send(request), accept)
 
         key = request_key(request)
+        batch = _BATCH.get()
+        memo = None if batch is None else batch[2]
+        if memo is not None:
+            done = memo.get((id(self), key))
+            if done is not None:
+                return _free(done, _now() - start)
         loop = asyncio.get_running_loop()
         table = self._inflight.get(loop)
         if table is None:
@@ -132,6 +141,8 @@ class Transport:
         finally:
             del table[key]
             shared.set_result(reply)
+        if memo is not None and reply.error is None:
+            memo[(id(self), key)] = reply
         return await self._store(request, reply, accept)
 
     async def _store(self, request: ChatRequest, reply: ChatReply,
