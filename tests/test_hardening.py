@@ -137,3 +137,31 @@ def test_identical_calls_of_different_items_in_one_batch_are_judged_once(judge_s
         results = scorer.score_batch(items)
     assert all(r.score == 1.0 for r in results)
     assert server.requests == 5 * 3  # 5 responses x (shared, a, b)
+
+
+# ---------------------------------------------------------------------------- 14. judge server script file
+@pytest.mark.timeout(60)
+def test_the_judge_server_command_line_takes_a_per_criterion_script(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from rubric_reward.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-m", "rubric_reward.testing.judge_server", "--port", "0",
+                             "--script", str(root / "examples" / "judge_script.yaml")],
+                            stdout=subprocess.PIPE, text=True, cwd=root)
+    try:
+        port = int(proc.stdout.readline().split()[1])
+        out = tmp_path / "results.jsonl"
+        code = main(["score", "--rubric", str(root / "examples" / "rubrics" / "support_reply.yaml"),
+                     "--input", str(root / "examples" / "responses.jsonl"), "--judge", "scripted",
+                     "--base-url", f"http://127.0.0.1:{port}/v1", "--out", str(out), "--quiet"])
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert code == 0 and rows and all(r["score"] is not None for r in rows)
+    labels = {v["criterion"]: v["label"] for v in rows[0]["verdicts"]}
+    assert labels["tone"] == "warm" and labels["register"] == "formal" and labels["invents_policy"] == "UNMET"

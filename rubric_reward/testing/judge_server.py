@@ -9,7 +9,8 @@ Run in-process (a background thread with its own loop)::
     with JudgeServer(ScriptedJudge({"clarity": "MET"})) as server:
         Scorer(rubric, "judge", base_url=server.base_url).score(prompt, response)
 
-or as a separate process for benchmarks: ``python -m rubric_reward.testing.judge_server --port 0``.
+or as a separate process: ``python -m rubric_reward.testing.judge_server --port 0 [--script verdicts.yaml]``,
+where the script file maps criterion names to labels (ordinal and nominal criteria need their own).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 from ..prompts import requested_criteria
 
-__all__ = ["Fault", "FaultPlan", "JudgeServer", "ScriptedJudge", "response_in_request"]
+__all__ = ["Fault", "FaultPlan", "JudgeServer", "ScriptedJudge", "load_script", "response_in_request"]
 
 Script = str | Mapping[str, float] | Callable[[str, Mapping[str, Any]], str]
 
@@ -305,14 +306,41 @@ class JudgeServer:
         self.stop()
 
 
+def load_script(path: str) -> tuple[dict[str, Script], str | None]:
+    """``(verdicts by criterion, default label or None)`` from a YAML/JSON script file."""
+    from ..files import read_structured
+
+    obj = read_structured(path, "judge script")
+    default = None
+    if isinstance(obj, Mapping) and "verdicts" in obj:
+        default, obj = obj.get("default"), obj["verdicts"]
+        if default is not None and not isinstance(default, str):
+            raise ValueError(f"{path}: field 'default' must be a label, got {default!r}")
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"{path}: expected a mapping of criterion name -> label or {{label: probability}}")
+    verdicts: dict[str, Script] = {}
+    for name, script in obj.items():
+        if isinstance(script, Mapping) and all(isinstance(p, int | float) and not isinstance(p, bool)
+                                               for p in script.values()):
+            verdicts[str(name)] = {str(k): float(v) for k, v in script.items()}
+        elif isinstance(script, str):
+            verdicts[str(name)] = script
+        else:
+            raise ValueError(f"{path}: criterion {name!r}: expected a label or {{label: probability}}, got {script!r}")
+    return verdicts, default
+
+
 def main(argv: list[str] | None = None) -> None:
     """Serve in the foreground (for benchmarks): prints ``PORT <n>`` once listening."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--latency-ms", type=float, default=0.0)
-    ap.add_argument("--default", default="MET", help="verdict label for every criterion")
+    ap.add_argument("--default", default="MET", help="verdict label for criteria the script does not name")
+    ap.add_argument("--script", help="YAML/JSON file: {criterion: label or {label: probability}}, optionally "
+                    "under 'verdicts' next to a 'default' label (ordinal and nominal criteria need one)")
     args = ap.parse_args(argv)
-    server = JudgeServer(ScriptedJudge(default=args.default), latency_s=args.latency_ms / 1000,
+    verdicts, default = load_script(args.script) if args.script else ({}, None)
+    server = JudgeServer(ScriptedJudge(verdicts, default=default or args.default), latency_s=args.latency_ms / 1000,
                          port=args.port, record_bodies=False)
 
     async def serve() -> None:
