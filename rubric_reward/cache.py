@@ -12,6 +12,14 @@ A hit comes back with ``cached=True``, ``cost=0.0`` and zero usage (it costs not
 original cost and usage stay in the database (:meth:`SQLiteCache.lookup`) and hits add it to
 ``saved_cost``.
 
+Billing (for resumable runs). A cache opened with an ``owner`` (a run) and an ``invocation`` number
+also records, per reply it stores, that the reply is *unbilled*: paid for, but not yet in a saved
+result. The runner grades each item inside :meth:`SQLiteCache.billing` and calls
+:meth:`SQLiteCache.settle` once the item's result is saved. A reply paid for by a killed invocation
+stays unbilled; the first hit on it in a later invocation of the same run comes back with its
+recorded cost (``cached=False``, ``attempts=0``), so the run's spend counts what the provider billed
+exactly once. Every other hit, re-reads of a finished run included, costs nothing.
+
 ``refreshing()`` makes reads miss for the calls made inside it (a runner retrying an item whose
 cached answer could not be parsed asks the judge again; the fresh answer replaces the old one).
 """
@@ -45,6 +53,8 @@ _NOT_IN_KEY = frozenset({
 })
 
 _refresh: contextvars.ContextVar[bool] = contextvars.ContextVar("rubric_reward_cache_refresh", default=False)
+_billing: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("rubric_reward_cache_billing",
+                                                                           default=None)
 
 
 @contextlib.contextmanager
@@ -141,6 +151,12 @@ CREATE TABLE IF NOT EXISTS replies (
     logprobs TEXT,
     finish_reason TEXT,
     created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS unbilled (
+    key TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    invocation INTEGER NOT NULL,
+    PRIMARY KEY (key, owner)
 )
 """
 
@@ -152,12 +168,15 @@ class SQLiteCache:
     caller's event loop; a lock serialises threads, WAL and ``busy_timeout`` serialise processes.
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, owner: str | None = None, invocation: int = 0):
         self.path = Path(path)
+        self.owner = owner
+        self.invocation = invocation
         self.hits = 0
         self.misses = 0
         self.writes = 0
         self.saved_cost = 0.0  # original cost of every hit served by this object
+        self.reclaimed_cost = 0.0  # hits billed now: paid for by a killed invocation of this run
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
 
@@ -168,7 +187,7 @@ class SQLiteCache:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process crashes
             conn.execute("PRAGMA busy_timeout=30000")
-            conn.execute(_SCHEMA)
+            conn.executescript(_SCHEMA)
             self._conn = conn
         return self._conn
 
@@ -196,9 +215,53 @@ class SQLiteCache:
         row = (key, model, reply.text, u.prompt_tokens, u.completion_tokens, u.cached_tokens, float(reply.cost),
                _encode_logprobs(reply.logprobs), reply.finish_reason, time.time())
         with self._lock:
-            self._db().execute("INSERT OR REPLACE INTO replies VALUES (?,?,?,?,?,?,?,?,?,?)", row)
+            db = self._db()
+            db.execute("INSERT OR REPLACE INTO replies VALUES (?,?,?,?,?,?,?,?,?,?)", row)
+            if self.owner is not None and reply.cost:
+                db.execute("INSERT OR REPLACE INTO unbilled VALUES (?,?,?)", (key, self.owner, self.invocation))
             self.writes += 1
+        self._note(key)
         return True
+
+    # ------------------------------------------------------------------ billing
+    @contextlib.contextmanager
+    def billing(self) -> Iterator[list[str]]:
+        """Collect the keys of replies paid for (or reclaimed) by the calls made inside; pass them to
+        :meth:`settle` once the result they went into is saved."""
+        keys: list[str] = []
+        token = _billing.set(keys)
+        try:
+            yield keys
+        finally:
+            _billing.reset(token)
+
+    def settle(self, keys: list[str]) -> None:
+        """The replies ``keys`` are now in a saved result: later hits on them cost nothing."""
+        if self.owner is None or not keys:
+            return
+        with self._lock:
+            self._db().executemany("DELETE FROM unbilled WHERE key = ? AND owner = ?",
+                                   [(k, self.owner) for k in keys])
+
+    def _note(self, key: str) -> None:
+        keys = _billing.get()
+        if keys is not None and self.owner is not None:
+            keys.append(key)
+
+    def _reclaim(self, key: str) -> bool:
+        """Whether ``key`` was paid for by an earlier invocation of this run and never billed (and
+        claim it for this invocation, so that it is billed once)."""
+        if self.owner is None:
+            return False
+        with self._lock:
+            cur = self._db().execute(
+                "UPDATE unbilled SET invocation = ? WHERE key = ? AND owner = ? AND invocation < ?",
+                (self.invocation, key, self.owner, self.invocation),
+            )
+            claimed = cur.rowcount > 0
+        if claimed:
+            self._note(key)
+        return claimed
 
     def __len__(self) -> int:
         with self._lock:
@@ -226,6 +289,10 @@ class SQLiteCache:
             self.misses += 1
             return None
         self.hits += 1
+        if entry.cost and self._reclaim(cache_key(config, request)):
+            self.reclaimed_cost += entry.cost
+            return ChatReply(entry.text, usage=entry.usage, cost=entry.cost, attempts=0,
+                             logprobs=entry.logprobs, finish_reason=entry.finish_reason)
         self.saved_cost += entry.cost
         return entry.reply()
 

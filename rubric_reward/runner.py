@@ -12,9 +12,12 @@ last line from a kill is cut off); items whose last entry is ``ok`` are skipped,
 unparseable answer are retried with cache reads disabled so the judge is really asked again. Judge
 replies are cached, so replies that arrived before a kill are not paid for twice. At the end the
 journal is compacted to exactly one line per item in dataset order; until then readers take the
-last entry per key. Editing a dataset row or the rubric only re-judges what changed.
+last entry per key. Editing a dataset row or the rubric only re-judges what changed. The manifest's
+``status`` becomes ``complete`` only once ``metrics.json`` and the report are written (until then it
+reads ``reporting``); rerunning a run killed while reporting judges nothing and rebuilds them.
 
-Budget. ``max_cost`` caps the new spend of one invocation (cache hits are free). Until the cost of
+Budget. ``max_cost`` caps the new spend of one invocation (cache hits are free, except a reply paid
+for by a killed invocation of this run and never saved in a result: it is billed once, when used). Until the cost of
 one uncached item is known only one item is in flight; afterwards a new item starts only while
 ``spent + (in_flight + 1) * max_item_cost <= max_cost``. When no more items fit the run stops
 cleanly (status ``stopped_by_budget``); rerunning continues with the remaining items.
@@ -274,15 +277,18 @@ async def arun_eval(config: EvalConfig) -> RunSummary:
     out.mkdir(parents=True, exist_ok=True)
     with _exclusive(out / ".lock"):
         summary = await _run_locked(config, out)
-    from .metrics import compute_metrics, load_run
+        from .metrics import compute_metrics, load_run
 
-    run = load_run(out)
-    metrics = compute_metrics(run.records, run.rubrics, scoring=config.scoring)
-    write_atomic(out / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
-    if config.report:
-        from .report import write_report
+        run = load_run(out)
+        run.manifest["status"] = summary.status  # on disk it says 'reporting' until the report is written
+        metrics = compute_metrics(run.records, run.rubrics, scoring=config.scoring)
+        write_atomic(out / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+        if config.report:
+            from .report import write_report
 
-        write_report(out, metrics=metrics, run=run)
+            write_report(out, metrics=metrics, run=run)
+        if summary.status == "complete":  # only now: a kill while reporting leaves the run 'reporting'
+            write_atomic(out / "manifest.json", json.dumps(run.manifest, indent=2, ensure_ascii=False) + "\n")
     return replace(summary, metrics=metrics)
 
 
@@ -346,13 +352,15 @@ async def _run_locked(config: EvalConfig, out: Path) -> RunSummary:
     invocation = len(manifest["invocations"])
     write_atomic(out / "manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
 
-    cache = SQLiteCache(config.cache_path) if config.cache_path is not None else None
+    # the cache bills a reply paid for by a killed invocation of this run once, to the item that uses it
+    owner = f"{run}@{out.resolve()}"
+    cache = SQLiteCache(config.cache_path, owner=owner, invocation=invocation) if config.cache_path is not None else None
     grader = Grader([Judge(j, cache=cache) for j in config.judges], scoring=config.scoring, config=config.grading)
     state = _State()
     status = "interrupted"
     try:
         await _schedule(config, items, keys, todo, refresh, grader, journal, run, state, done_before=len(done),
-                        invocation=invocation)
+                        invocation=invocation, cache=cache)
         status = "stopped_by_budget" if state.stopped_by_budget else "complete"
     finally:
         await grader.aclose()
@@ -368,7 +376,7 @@ async def _run_locked(config: EvalConfig, out: Path) -> RunSummary:
         if status == "complete" and n_failed:
             status = "incomplete"
         manifest.update(
-            status=status, finished_at=_now(),
+            status="reporting" if status == "complete" else status, finished_at=_now(),
             counts={"items": len(keys), "ok": n_ok, "failed": n_failed, "missing": n_missing},
         )
         manifest["invocations"][-1].update(
@@ -441,17 +449,23 @@ def _budget_allows(config: EvalConfig, state: _State, in_flight: int) -> bool:
 
 async def _schedule(config: EvalConfig, items: Sequence[EvalItem], keys: Sequence[str], todo: Sequence[int],
                     refresh: set[str], grader: Grader, journal: Journal, run: str, state: _State,
-                    done_before: int, invocation: int) -> None:
-    async def grade(i: int) -> ScoreResult:
+                    done_before: int, invocation: int, cache: SQLiteCache | None = None) -> None:
+    async def graded(i: int) -> ScoreResult:
         it = items[i]
         if keys[i] in refresh:
             with refreshing():
                 return await grader.grade(it.rubric, it.item)
         return await grader.grade(it.rubric, it.item)
 
+    async def grade(i: int) -> tuple[ScoreResult, list[str]]:
+        if cache is None:
+            return await graded(i), []
+        with cache.billing() as paid:  # the replies this item paid for; settled once it is saved
+            return await graded(i), paid
+
     progress = _Progress(len(items), done_before, enabled=config.progress)
     pending = list(reversed(todo))
-    tasks: dict[asyncio.Task[ScoreResult], int] = {}
+    tasks: dict[asyncio.Task[tuple[ScoreResult, list[str]]], int] = {}
     try:
         with progress:
             while True:
@@ -464,8 +478,10 @@ async def _schedule(config: EvalConfig, items: Sequence[EvalItem], keys: Sequenc
                 finished, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
                 for task in finished:
                     i = tasks.pop(task)
-                    result = task.result()
+                    result, paid = task.result()
                     _record(journal, items[i], keys[i], run, result, state, invocation)
+                    if cache is not None:
+                        cache.settle(paid)
                     progress.advance(state)
     finally:
         for task in tasks:

@@ -113,6 +113,8 @@ class Transport:
                 log.warning("reply cache lookup failed: %s", redact(f"{type(exc).__name__}: {exc}", self._secret))
                 hit = None
             if hit is not None and hit.error is None:
+                if not hit.cached:  # paid for earlier by this run and never billed: billed now, once
+                    return hit
                 return _free(hit, _now() - start)
         if not self.dedupe:
             return await self._store(request, await self._send(request), accept)
