@@ -165,3 +165,25 @@ def test_the_judge_server_command_line_takes_a_per_criterion_script(tmp_path):
     assert code == 0 and rows and all(r["score"] is not None for r in rows)
     labels = {v["criterion"]: v["label"] for v in rows[0]["verdicts"]}
     assert labels["tone"] == "warm" and labels["register"] == "formal" and labels["invents_policy"] == "UNMET"
+
+
+# ---------------------------------------------------------------------------- 12. rpm window
+@pytest.mark.parametrize("rpm", [60, 240, 3000])
+@pytest.mark.parametrize("jitter", [0.05, 0.5])
+def test_no_60_second_window_at_the_server_holds_more_than_rpm(monkeypatch, rpm, jitter):
+    import bisect
+
+    from rubric_reward.judges import limits
+
+    clock = [1000.0]
+    monkeypatch.setattr(limits, "_now", lambda: clock[0])
+    rate = limits.Rate(rpm)
+    arrivals = []
+    for k in range(3 * rpm):  # a client that sends each request as soon as the limiter allows
+        clock[0] += rate.reserve(1)
+        first_burst = k < max(1, rpm // 60)  # slowed by connection setup on the way to the server
+        arrivals.append(clock[0] + (jitter if first_burst else 0.0))
+    arrivals.sort()
+    busiest = max(bisect.bisect_right(arrivals, a + 60.0) - i for i, a in enumerate(arrivals))
+    assert busiest <= rpm
+    assert busiest >= 0.97 * rpm  # and not much slower than allowed

@@ -214,10 +214,11 @@ def test_rpm_is_observed_at_the_server(server):
     assert all(r.ok for r in ask(judge, *(request(i) for i in range(n))))
     span = max(server.arrivals) - min(server.arrivals)
     assert span >= (n - burst) * rate.interval - 0.3  # less 0.3 s: the burst's arrivals straggle in
-    # the 60 s guarantee, scaled: any 2 s window holds at most ceil(2 / T) + burst - 1 sends (+4 for the
+    # the 60 s guarantee, scaled: any 2 s window holds at most ceil(2 / T60) + burst - 1 sends (T60 = 60 s
+    # / (rpm - burst + 1), the pacing without its 1 s slack; +4 for the
     # jitter between a send and its arrival, which a 60 s window would not notice; the exact bound is
     # checked on a fake clock in test_rate_pacing_never_exceeds_rpm_in_any_minute)
-    assert _max_in_window(server.arrivals, 2.0) <= math.ceil(2.0 / rate.interval) + burst + 3
+    assert _max_in_window(server.arrivals, 2.0) <= math.ceil(2.0 * (rpm - burst + 1) / 60) + burst + 3
 
 
 def test_tpm_is_observed_at_the_server_with_the_servers_own_token_counts():
@@ -511,7 +512,7 @@ def test_two_processes_share_one_rpm_limit(tmp_path):
     assert len(arrivals) == 80
     # paced after the burst (less 0.3 s: the burst's arrivals straggle in behind new connections)
     assert max(arrivals) - min(arrivals) >= (80 - burst) * rate.interval - 0.3
-    assert _max_in_window(arrivals, 2.0) <= math.ceil(2.0 / rate.interval) + burst + 3  # as in the rpm test
+    assert _max_in_window(arrivals, 2.0) <= math.ceil(2.0 * (rpm - burst + 1) / 60) + burst + 3  # as in the rpm test
 
 
 def test_world_share_divides_limits(monkeypatch):

@@ -7,7 +7,8 @@ works from any event loop and thread (the sync facade runs its own loop thread, 
 its state sits behind a threading lock, and a waiter is woken on its own loop.
 
 Rates use GCRA (a virtual-schedule token bucket) with a burst of one second's worth, paced so that
-any 60-second window holds at most ``rpm`` requests. Tokens are reserved before a request from an
+any 60-second window holds at most ``rpm`` requests, as the server counts them: pacing runs over
+61 seconds, so delivery jitter up to a second cannot push a window over. Tokens are reserved before a request from an
 estimate (prompt characters / 4 + ``max_tokens``) and settled against the reported usage after it.
 
 Several processes (``accelerate launch``), by ``JudgeConfig.limit_scope``:
@@ -38,6 +39,7 @@ from typing import Any
 __all__ = ["EndpointLimiter", "Rate", "Slots", "endpoint_key", "endpoint_limiter", "world_size"]
 
 _now = time.monotonic
+WINDOW_SLACK_S = 1.0  # rate windows are paced over 61 s, so jitter up to 1 s never puts rpm + 1 in 60 s
 
 
 # ---------------------------------------------------------------------------- concurrency
@@ -136,8 +138,11 @@ class Slots:
 class Rate:
     """GCRA pacing of ``per_minute`` units with a burst of one second's worth.
 
-    With burst b and emission interval T = 60 / (per_minute - b + 1), any half-open 60-second
-    window holds at most ceil(60 / T) + b - 1 = per_minute unit reservations.
+    With burst b and emission interval T = (60 + s) / (per_minute - b + 1), any (60 + s)-second
+    window of release times holds at most per_minute units. The slack s (:data:`WINDOW_SLACK_S`)
+    absorbs delivery jitter: a server that sees requests up to s seconds later or earlier than they
+    were released (a first burst slowed by connection setup, say) still counts at most per_minute in
+    any 60-second window.
     """
 
     def __init__(self, per_minute: float):
@@ -148,7 +153,7 @@ class Rate:
     def set_rate(self, per_minute: float) -> None:
         burst = max(1, int(per_minute // 60))
         self.per_minute = per_minute
-        self.interval = 60.0 / max(per_minute - burst + 1, 1e-9) * (1 + 1e-9)  # float-safe at the boundary
+        self.interval = (60.0 + WINDOW_SLACK_S) / max(per_minute - burst + 1, 1e-9) * (1 + 1e-9)  # float-safe
         self.tolerance = (burst - 1) * self.interval
 
     def reserve(self, units: float = 1.0, max_wait: float | None = None) -> float | None:
