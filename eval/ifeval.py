@@ -82,6 +82,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def check_paths(args: argparse.Namespace) -> None:
+    """Before any model is loaded: a typo in the adapter path must not cost a minute of loading."""
+    if args.adapter and args.backend != "openai" and not Path(args.adapter).is_dir():
+        build_parser().error(f"--adapter {args.adapter}: no such folder (a LoRA adapter saved with save_pretrained)")
+
+
 def _load_config(parser: argparse.ArgumentParser, path: str) -> dict[str, Any]:
     import yaml
 
@@ -217,6 +223,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    check_paths(args)
     try:
         run(args)
     except (ValueError, FileNotFoundError, ImportError, RuntimeError, OSError) as exc:

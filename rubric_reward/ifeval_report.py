@@ -228,7 +228,9 @@ def _aligned(base: Sequence[IFEvalResult], trained: Sequence[IFEvalResult]) -> l
     by_id = {_prompt_id(r): r for r in trained}
     base_ids = [_prompt_id(r) for r in base]
     only_base = [i for i in base_ids if i not in by_id]
-    only_trained = sorted(set(by_id) - set(base_ids), key=str)
+    in_base = set(base_ids)
+    only_trained = sorted((i for i in by_id if i not in in_base),  # keys as numbers, prompts after them
+                          key=lambda i: (isinstance(i, str), i if isinstance(i, int) else 0, str(i)))
     if only_base or only_trained or len(by_id) != len(trained) or len(set(base_ids)) != len(base_ids):
         raise ValueError(
             "base and trained results must cover the same prompts once each: "

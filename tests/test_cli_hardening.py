@@ -144,3 +144,28 @@ def test_validate_checks_every_file_and_names_each_bad_one(tmp_path, capsys):
     assert str(latin) in lines[0] and "UTF-8" in lines[0]
     assert str(huge) in lines[1] and "inf" in lines[1]
     assert str(absent) in lines[2] and "'requirement' is missing" in lines[2]
+
+
+def test_ifeval_names_a_missing_adapter_before_loading_anything(tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_ifeval_cli_h", ROOT / "eval" / "ifeval.py")
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--model", "no/such-model", "--adapter", str(tmp_path / "nope"), "--out-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--adapter" in err and "no such folder" in err
+
+
+def test_ifeval_comparison_lists_unmatched_keys_as_numbers():
+    from rubric_reward.checks.ifeval import IFEvalResult
+    from rubric_reward.ifeval_report import _aligned
+
+    def result(key):
+        return IFEvalResult(prompt=f"p{key}", instruction_id_list=["punctuation:no_comma"],
+                            follow_all_instructions=True, follow_instruction_list=[True], key=key)
+
+    with pytest.raises(ValueError) as exc:
+        _aligned([result(1)], [result(1), result(30), result(1000), result(2)])
+    assert "[2, 30, 1000]" in str(exc.value)  # sorted as numbers, not as text ('1000' < '2' < '30')
