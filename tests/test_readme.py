@@ -108,8 +108,11 @@ def _script_parser(path: Path) -> argparse.ArgumentParser | None:
         return None
     spec = importlib.util.spec_from_file_location(f"_readme_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.build_parser()
+    try:
+        spec.loader.exec_module(module)
+        return module.build_parser()
+    except Exception:  # noqa: BLE001 - a script that cannot load here (a missing extra): check its source
+        return None
 
 
 def check_rubric_reward(args: list[str]) -> list[str]:
