@@ -87,6 +87,8 @@ class JudgeConfig:
         urls = self.base_url if isinstance(self.base_url, list | tuple) else [self.base_url]
         if self.base_url is not None and not all(isinstance(u, str) and u.strip() for u in urls):
             raise bad("base_url", f"must be a URL string or a list of them, got {self.base_url!r}")
+        if self.name is None:
+            object.__setattr__(self, "name", "")
         for name in ("name", "backend", "verdict_mode", "limit_scope"):
             if not isinstance(getattr(self, name), str):
                 raise bad(name, f"must be a string, got {getattr(self, name)!r}")
