@@ -17,7 +17,7 @@ also records, per reply it stores, that the reply is *unbilled*: paid for, but n
 result. The runner grades each item inside :meth:`SQLiteCache.billing` and calls
 :meth:`SQLiteCache.settle` once the item's result is saved. A reply paid for by a killed invocation
 stays unbilled; the first hit on it in a later invocation of the same run comes back with its
-recorded cost (``cached=False``, ``attempts=0``), so the run's spend counts what the provider billed
+recorded cost (``cached=True`` with a cost: the transport bills it), so the run's spend counts what the provider billed
 exactly once. Every other hit, re-reads of a finished run included, costs nothing.
 
 ``refreshing()`` makes reads miss for the calls made inside it (a runner retrying an item whose
@@ -291,7 +291,7 @@ class SQLiteCache:
         self.hits += 1
         if entry.cost and self._reclaim(cache_key(config, request)):
             self.reclaimed_cost += entry.cost
-            return ChatReply(entry.text, usage=entry.usage, cost=entry.cost, attempts=0,
+            return ChatReply(entry.text, usage=entry.usage, cost=entry.cost, attempts=0, cached=True,
                              logprobs=entry.logprobs, finish_reason=entry.finish_reason)
         self.saved_cost += entry.cost
         return entry.reply()

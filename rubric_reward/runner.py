@@ -308,7 +308,8 @@ def _exclusive(path: Path):
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunLockedError(f"{path.parent}: another run is using this folder (wait for it, or use --out-dir)") from None
+            raise RunLockedError(f"{path.parent}: another run is using this folder "
+                                 "(wait for it, or use --out-dir)") from None
         yield
 
 
@@ -354,7 +355,9 @@ async def _run_locked(config: EvalConfig, out: Path) -> RunSummary:
 
     # the cache bills a reply paid for by a killed invocation of this run once, to the item that uses it
     owner = f"{run}@{out.resolve()}"
-    cache = SQLiteCache(config.cache_path, owner=owner, invocation=invocation) if config.cache_path is not None else None
+    cache = None
+    if config.cache_path is not None:
+        cache = SQLiteCache(config.cache_path, owner=owner, invocation=invocation)
     grader = Grader([Judge(j, cache=cache) for j in config.judges], scoring=config.scoring, config=config.grading)
     state = _State()
     status = "interrupted"

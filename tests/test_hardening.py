@@ -10,7 +10,7 @@ import pytest
 from rubric_reward import Scorer
 from rubric_reward.judges import ChatRequest, Judge, JudgeConfig
 from rubric_reward.results import ErrorKind, JudgeError
-from rubric_reward.rubric import Rubric, RubricError, load_rubric
+from rubric_reward.rubric import Rubric, RubricError
 from rubric_reward.testing.judge_server import Fault, FaultPlan, JudgeServer, ScriptedJudge
 
 try:

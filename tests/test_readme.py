@@ -229,14 +229,15 @@ def test_the_readme_says_what_the_project_is_before_any_command():
 
 
 def test_the_checker_catches_what_it_should():
-    readme = "```bash\nrubric-reward score --rubric R.yaml --no-such-flag\n```\n\n<!-- no-test -->\n```python\nboom\n```\n"
+    readme = ("```bash\nrubric-reward score --rubric R.yaml --no-such-flag\n```\n\n"
+              "<!-- no-test -->\n```python\nboom\n```\n")
     [(line, lang, code)] = readme_blocks(readme)
     assert (line, lang) == (1, "bash")
     assert check_command(shell_commands(code)[0]) == ["unknown option --no-such-flag"]
     assert check_command(["python", "train/no_such_script.py"]) == ["no such script 'train/no_such_script.py'"]
     assert check_command(["python", "eval/ifeval.py", "--responses", "x", "--nope"]) == ["unknown option --nope"]
     assert check_command(["bash", "scripts/install.sh"]) == []
-    assert check_command(["vllm", "serve", "examples/nothing_here.yaml"]) == ["no such path 'examples/nothing_here.yaml'"]
+    assert check_command(["vllm", "serve", "examples/none.yaml"]) == ["no such path 'examples/none.yaml'"]
     assert shell_commands("a x \\\n  --y && b # c\n") == [["a", "x", "--y"], ["b"]]
     with pytest.raises(Exception):
         check_yaml("criteria:\n  - name: x\n")

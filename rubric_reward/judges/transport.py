@@ -113,8 +113,9 @@ class Transport:
                 log.warning("reply cache lookup failed: %s", redact(f"{type(exc).__name__}: {exc}", self._secret))
                 hit = None
             if hit is not None and hit.error is None:
-                if not hit.cached:  # paid for earlier by this run and never billed: billed now, once
-                    return hit
+                if hit.cached and hit.cost:  # paid for earlier by this run and never billed: billed now, once
+                    return ChatReply(hit.text, None, hit.usage, hit.cost, _now() - start, 0, False, hit.logprobs,
+                                     hit.finish_reason)
                 return _free(hit, _now() - start)
         if not self.dedupe:
             return await self._store(request, await self._send(request), accept)
