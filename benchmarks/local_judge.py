@@ -58,6 +58,12 @@ def workload(shape: str):
     return rubric, items
 
 
+def cpu_s() -> float:
+    """CPU seconds of this process (all threads): steadier than wall time on a shared machine."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def run_one(shape: str, mode: str, impl: str, model: str, budget: int, max_tokens: int) -> dict:
     from rubric_reward import JudgeConfig, Scorer
     from rubric_reward.judges.judge import Judge
@@ -82,17 +88,19 @@ def run_one(shape: str, mode: str, impl: str, model: str, budget: int, max_token
     backend.prepare()
     load_s = time.perf_counter() - t0
     if impl == "bound":
+        c0 = cpu_s()
         wall, tokens = bound(backend, rubric, items, mode)
-        return {"load_s": load_s, "wall_s": wall, "calls": n_calls, "tokens": tokens, "scored": None}
+        return {"load_s": load_s, "wall_s": wall, "cpu_s": cpu_s() - c0, "calls": n_calls, "tokens": tokens,
+                "scored": None}
     scorer = Scorer(rubric, Judge(cfg, backend))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_s()
     results = scorer.score_batch(items)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, cpu_s() - c0
     scorer.close()
     tokens = getattr(getattr(backend, "stats", None), "token_slots", None)
     if impl == "old":
         tokens = backend.token_slots
-    return {"load_s": load_s, "wall_s": wall, "calls": n_calls, "tokens": tokens,
+    return {"load_s": load_s, "wall_s": wall, "cpu_s": cpu, "calls": n_calls, "tokens": tokens,
             "scored": sum(r.score is not None for r in results), "items": len(results),
             "parse_failures": sum(1 for r in results for v in r.verdicts if v.error and v.error.kind.value == "parse")}
 
@@ -103,7 +111,7 @@ def bound(backend, rubric, items, mode: str) -> tuple[float, int]:
 
     from rubric_reward.judges.base import ChatRequest
     from rubric_reward.judges.local import ANSWER_PREFIX
-    from rubric_reward.judges.token_trees import _lcp
+    from rubric_reward.judges.token_trees import shared_prefix_len
     from rubric_reward.prompts import render_call
 
     seqs = []
@@ -113,7 +121,7 @@ def bound(backend, rubric, items, mode: str) -> tuple[float, int]:
             call = render_call(rubric, item, [c])
             text = backend._prompt_text(ChatRequest(call.messages, schema=call.schema))
             prompts.append(backend._ids(text + (ANSWER_PREFIX if mode == "logprob" else "")))
-        shared = min(_lcp(prompts[0], p) for p in prompts)
+        shared = min(shared_prefix_len(prompts[0], p) for p in prompts)
         seqs.append(prompts[0][:shared] + [t for p in prompts for t in p[shared:]])
     decoder = backend._model.get_decoder()
     t0 = time.perf_counter()
@@ -153,18 +161,19 @@ def main() -> None:
 
     print(f"model {args.model}, token budget {args.token_budget}, generate max_tokens {args.max_tokens}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    header = "| shape | mode | impl | calls | wall s | calls/s | peak RSS MB | tokens run | wall / bound | scored |"
+    header = ("| shape | mode | impl | calls | wall s | CPU s | calls/s | peak RSS MB | tokens run | wall / bound "
+              "| CPU / bound | scored |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     for shape in args.shape:
         for mode in args.mode:
-            bound_s = None
+            bound_s = bound_cpu = None
             for impl in sorted(args.impl, key=["bound", "new", "old", "vllm"].index):
                 python = sys.executable
                 if impl == "vllm":
                     python = vllm_python()
                     if python is None:
-                        print(f"| {shape} | {mode} | vllm | - | no vLLM venv | | | | | |")
+                        print(f"| {shape} | {mode} | vllm | - | no vLLM venv | | | | | | | |")
                         continue
                 cmd = [python, str(Path(__file__).resolve()), "--child", "--shape", shape, "--mode", mode,
                        "--impl", impl, "--model", args.model, "--token-budget", str(args.token_budget),
@@ -174,22 +183,27 @@ def main() -> None:
                     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
                     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
                 except subprocess.TimeoutExpired:
-                    print(f"| {shape} | {mode} | {impl} | - | > {args.timeout:.0f} (timed out) | | | | | |", flush=True)
+                    print(f"| {shape} | {mode} | {impl} | - | > {args.timeout:.0f} (timed out) | | | | | | | |",
+                          flush=True)
                     continue
                 if not line:
                     tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-                    print(f"| {shape} | {mode} | {impl} | - | failed: {tail[0][:100]} | | | | | |", flush=True)
+                    print(f"| {shape} | {mode} | {impl} | - | failed: {tail[0][:100]} | | | | | | | |", flush=True)
                     continue
                 r = json.loads(line[0][7:])
                 if impl == "bound":
-                    bound_s = r["wall_s"]
+                    bound_s, bound_cpu = r["wall_s"], r.get("cpu_s")
                 ratio = f"{r['wall_s'] / bound_s:.2f}x" if bound_s and impl != "bound" else "-"
+                cpu = r.get("cpu_s")
+                cpu_ratio = f"{cpu / bound_cpu:.2f}x" if bound_s and bound_cpu and cpu and impl != "bound" else "-"
                 scored = "-" if r["scored"] is None else f"{r['scored']}/{r['items']}"
                 if r.get("parse_failures"):
                     scored += f" ({r['parse_failures']} parse failures)"
                 tokens = "-" if r["tokens"] is None else f"{r['tokens']:,}"
-                print(f"| {shape} | {mode} | {impl} | {r['calls']} | {r['wall_s']:.2f} | "
-                      f"{r['calls'] / r['wall_s']:.1f} | {r['peak_rss_mb']:.0f} | {tokens} | {ratio} | {scored} |",
+                cpu_txt = "-" if cpu is None else f"{cpu:.1f}"
+                print(f"| {shape} | {mode} | {impl} | {r['calls']} | {r['wall_s']:.2f} | {cpu_txt} | "
+                      f"{r['calls'] / r['wall_s']:.2f} | {r['peak_rss_mb']:.0f} | {tokens} | {ratio} | {cpu_ratio} "
+                      f"| {scored} |",
                       flush=True)
 
 

@@ -147,7 +147,8 @@ def test_generate_matches_greedy_generate_and_reports_every_reply(tiny):
 
 
 def test_json_object_end():
-    assert json_object_end('{"reason": "a } b", "verdict": "MET"} trailing') == len('{"reason": "a } b", "verdict": "MET"}')
+    whole = '{"reason": "a } b", "verdict": "MET"}'
+    assert json_object_end(whole + " trailing") == len(whole)
     assert json_object_end('x {"a": {"b": "\\"}"}} y') == len('x {"a": {"b": "\\"}"}}')
     assert json_object_end('{"reason": "unfinished') is None
     assert json_object_end("no object }") is None

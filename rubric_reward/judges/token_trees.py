@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ForwardStats", "TokenTrees", "group_by_prefix", "pack_rows"]
+__all__ = ["ForwardStats", "TokenTrees", "group_by_prefix", "pack_rows", "shared_prefix_len"]
 
 
 @dataclass
@@ -40,7 +40,8 @@ class ForwardStats:
         self.max_head_rows = max(self.max_head_rows, other.max_head_rows)
 
 
-def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
+def shared_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:
@@ -57,7 +58,7 @@ def group_by_prefix(seqs: Sequence[Sequence[int]], token_budget: int, *, min_sha
     size = limit = 0
     for i in order:
         s = seqs[i]
-        shared = _lcp(first, s) if rows else 0
+        shared = shared_prefix_len(first, s) if rows else 0
         if rows and shared >= min_share * len(s) and size + len(s) - shared <= limit:
             rows[-1].append(i)
             size += len(s) - shared

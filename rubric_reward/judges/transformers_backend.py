@@ -26,7 +26,7 @@ from ..results import Usage
 from .base import ChatReply, ChatRequest
 from .config import JudgeConfig
 from .local import ANSWER_PREFIX, BatchingBackend, allowed_labels, label_reply
-from .token_trees import ForwardStats, TokenTrees, _lcp, group_by_prefix, pack_rows
+from .token_trees import ForwardStats, TokenTrees, group_by_prefix, pack_rows, shared_prefix_len
 
 __all__ = ["DEFAULT_TOKEN_BUDGET", "TransformersBackend", "json_object_end"]
 
@@ -118,7 +118,8 @@ class TransformersBackend(BatchingBackend):
     def _batches(self, prompts: list[list[int]]) -> list[list[list[int]]]:
         """Request indices as forwards (lists of rows), each row sharing a prefix."""
         rows = group_by_prefix(prompts, self.token_budget)
-        sizes = [len(prompts[row[0]]) + sum(len(prompts[i]) - _lcp(prompts[row[0]], prompts[i]) for i in row[1:])
+        sizes = [len(prompts[row[0]])
+                 + sum(len(prompts[i]) - shared_prefix_len(prompts[row[0]], prompts[i]) for i in row[1:])
                  for row in rows]
         return [[rows[j] for j in batch] for batch in pack_rows(sizes, self.token_budget)]
 

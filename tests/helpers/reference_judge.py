@@ -56,13 +56,15 @@ class ReferenceTransformersBackend(TransformersBackend):
         position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
         self.token_slots += input_ids.numel()
         with torch.inference_mode():
-            logits = self._model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids).logits.float()
+            logits = self._model(input_ids=input_ids, attention_mask=attention,
+                                 position_ids=position_ids).logits.float()
         logprobs = torch.log_softmax(logits, dim=-1)
         totals: dict[int, dict[str, float]] = {}
         prompt_tokens: dict[int, int] = {}
         for j, (i, label, ids, start) in enumerate(rows):
             offset = width - len(ids)
-            totals.setdefault(i, {})[label] = sum(float(logprobs[j, offset + p - 1, ids[p]]) for p in range(start, len(ids)))
+            totals.setdefault(i, {})[label] = sum(float(logprobs[j, offset + p - 1, ids[p]])
+                                                  for p in range(start, len(ids)))
             prompt_tokens[i] = start
         return [label_reply(totals[i], prompt_tokens[i]) for i in range(len(requests))]
 
