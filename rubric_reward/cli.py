@@ -94,16 +94,22 @@ def _cmd_score(args: argparse.Namespace) -> int:
         TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
         TextColumn("${task.fields[cost]:.4f}"), console=console, disable=args.quiet,
     ) as progress:
-        task = progress.add_task("score", total=len(items), cost=0.0)
+        # the bar counts judge calls (items when nothing is judged), so it moves within an item too
+        per_item = sum(j.config.samples * -(-len(rubric.judged) // j.config.criteria_per_call(len(rubric.judged)))
+                       for j in scorer.grader.judges) if rubric.judged else 0
+        task = progress.add_task("score", total=len(items) * (per_item or 1), cost=0.0)
         spent = [0.0]
+
+        def on_call(record: Any) -> None:
+            progress.update(task, advance=1)
 
         def on_result(_: int, result: Any) -> None:
             spent[0] += result.cost
-            progress.update(task, advance=1, cost=spent[0])
+            progress.update(task, advance=0 if per_item else 1, cost=spent[0])
 
         async def run() -> list[Any]:
             try:
-                return await scorer.ascore_batch(items, on_result=on_result)
+                return await scorer.ascore_batch(items, on_result=on_result, on_call=on_call)
             finally:
                 await scorer.aclose()
 

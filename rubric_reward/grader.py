@@ -8,6 +8,7 @@ with one re-ask, evaluates programmatic checks locally, aggregates votes and sco
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import math
 import time
@@ -29,6 +30,9 @@ from .scoring import ScoringConfig, score_verdicts
 __all__ = ["Grader", "GradingConfig"]
 
 log = logging.getLogger(__name__)
+
+# grade_many's on_call hook, inherited by the tasks it starts (so grade()'s signature stays as it is)
+_ON_CALL: contextvars.ContextVar[Callable[[CallRecord], Any] | None] = contextvars.ContextVar("on_call", default=None)
 
 ExemplarSource = Mapping[str, Sequence[Exemplar]] | Callable[[Criterion, str], Sequence[Exemplar]]
 
@@ -167,6 +171,8 @@ class Grader:
             judge=judge.name, criteria=names, usage=usage, cost=cost,
             latency_s=time.perf_counter() - start, attempts=attempts, cached=cached, error=error,
         )
+        if (on_call := _ON_CALL.get()) is not None:
+            on_call(record)
         if parsed is None:
             return [Verdict(n, None, None, error=error, judge=judge.name) for n in names], record
         verdicts = [
@@ -186,8 +192,10 @@ class Grader:
         *,
         on_result: Callable[[int, ScoreResult], Any] | None = None,
         deadline_s: float | None = None,
+        on_call: Callable[[CallRecord], Any] | None = None,
     ) -> list[ScoreResult]:
-        """Grade many (rubric, item) pairs concurrently, in input order.
+        """Grade many (rubric, item) pairs concurrently, in input order. ``on_result(i, result)`` is
+        called as each item finishes, ``on_call(record)`` as each judge call finishes (progress).
 
         With a deadline (argument, ``GradingConfig.batch_deadline_s``, or a judge's own
         ``batch_deadline_s``), judge calls still unfinished when it passes end as DEADLINE failures
@@ -223,8 +231,10 @@ class Grader:
                     on_result(j, _copy_of(result, pairs[j][1]))
             return result
 
+        hook = _ON_CALL.set(on_call)
         with batch_scope(deadline_s):  # tasks inherit the scope: the transport cuts calls at the deadline
             tasks = {i: asyncio.ensure_future(one(i, *pairs[i])) for i in unique}
+        _ON_CALL.reset(hook)
         if not tasks:
             return []
         # safety net: calls end at the deadline; an item still running well after it is cancelled

@@ -65,11 +65,13 @@ class Scorer:
         return await self.grader.grade(self._rubric(rubric), Item(response=response, prompt=prompt, id=id))
 
     async def ascore_batch(self, items: Iterable[Mapping[str, Any] | Item | tuple], *,
-                           deadline_s: float | None = None, on_result: Any = None) -> list[ScoreResult]:
+                           deadline_s: float | None = None, on_result: Any = None,
+                           on_call: Any = None) -> list[ScoreResult]:
         """Score many items concurrently. Each is an Item, a (prompt, response[, rubric]) tuple, or a
-        mapping with ``response`` and optional ``prompt``, ``rubric`` and ``id``."""
+        mapping with ``response`` and optional ``prompt``, ``rubric`` and ``id``. ``on_result(i, result)``
+        and ``on_call(call_record)`` report progress per item and per judge call."""
         pairs = [self._pair(x) for x in items]
-        return await self.grader.grade_many(pairs, deadline_s=deadline_s, on_result=on_result)
+        return await self.grader.grade_many(pairs, deadline_s=deadline_s, on_result=on_result, on_call=on_call)
 
     def _pair(self, x: Any) -> tuple[Rubric, Item]:
         if isinstance(x, Item):

@@ -13,7 +13,7 @@ import asyncio
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..results import ErrorKind, JudgeError, Usage
@@ -48,11 +48,19 @@ def label_reply(scores: Mapping[str, float], prompt_tokens: int) -> ChatReply:
                      logprobs=tokens, finish_reason="stop")
 
 
+Report = Callable[[int, ChatReply], None]
+
+
+def _settle(future: asyncio.Future, reply: ChatReply) -> None:
+    if not future.done():
+        future.set_result(reply)
+
+
 class BatchingBackend:
     """Base for in-process judges: subclasses implement :meth:`prepare`, :meth:`score_labels` and
     :meth:`generate`; :meth:`prepare` must be cheap once loaded."""
 
-    def __init__(self, config: JudgeConfig, *, max_batch: int = 16):
+    def __init__(self, config: JudgeConfig, *, max_batch: int = 256):
         self.config = config
         self.name = config.name
         self.max_batch = max_batch
@@ -63,26 +71,38 @@ class BatchingBackend:
     def prepare(self) -> None:
         """Load the model (called once, in a worker thread)."""
 
-    def score_labels(self, requests: list[ChatRequest]) -> list[ChatReply]:
-        """Answer single-criterion requests by scoring each allowed label (``logprob`` mode)."""
+    def score_labels(self, requests: list[ChatRequest], report: Report | None = None) -> list[ChatReply]:
+        """Answer single-criterion requests by scoring each allowed label (``logprob`` mode).
+        ``report(i, reply)``, if given, may be called as soon as request ``i`` is answered."""
         raise NotImplementedError
 
-    def generate(self, requests: list[ChatRequest]) -> list[ChatReply]:
-        """Answer requests by generating the JSON answer."""
+    def generate(self, requests: list[ChatRequest], report: Report | None = None) -> list[ChatReply]:
+        """Answer requests by generating the JSON answer (``report`` as for :meth:`score_labels`)."""
         raise NotImplementedError
 
-    def run_batch(self, requests: list[ChatRequest]) -> list[ChatReply]:
-        """Answer a batch synchronously (also usable without an event loop)."""
+    def run_batch(self, requests: list[ChatRequest], report: Report | None = None) -> list[ChatReply]:
+        """Answer a batch synchronously (also usable without an event loop); ``report(i, reply)`` is
+        called once per request as soon as its reply is ready."""
         self.prepare()
         scored = [i for i, r in enumerate(requests)
                   if self.config.verdict_mode == "logprob" and allowed_labels(r.schema)]
         taken = set(scored)
         generated = [i for i in range(len(requests)) if i not in taken]
         replies: list[ChatReply | None] = [None] * len(requests)
+
+        def reporter(indices: list[int]) -> Report:
+            def done(j: int, reply: ChatReply) -> None:
+                if replies[indices[j]] is None:
+                    replies[indices[j]] = reply
+                    if report is not None:
+                        report(indices[j], reply)
+            return done
+
         for indices, answer in ((scored, self.score_labels), (generated, self.generate)):
             if indices:
-                for i, reply in zip(indices, answer([requests[i] for i in indices]), strict=True):
-                    replies[i] = reply
+                done = reporter(indices)
+                for j, reply in enumerate(answer([requests[i] for i in indices], done)):
+                    done(j, reply)
         return replies  # type: ignore[return-value]
 
     async def _ensure_worker(self) -> None:
@@ -112,14 +132,18 @@ class BatchingBackend:
             await asyncio.sleep(0)  # let concurrent callers enqueue before the batch is cut
             while len(batch) < self.max_batch and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
+            loop = asyncio.get_running_loop()
+
+            def resolve(i: int, reply: ChatReply) -> None:  # in the worker thread, as replies come
+                loop.call_soon_threadsafe(_settle, batch[i][1], reply)
+
             try:
-                replies = await asyncio.to_thread(self.run_batch, [r for r, _ in batch])
-            except Exception as exc:  # a model error fails this batch's calls, not the worker
+                replies = await asyncio.to_thread(self.run_batch, [r for r, _ in batch], resolve)
+            except Exception as exc:  # a model error fails this batch's unanswered calls, not the worker
                 err = JudgeError(ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}")
                 replies = [ChatReply(None, err) for _ in batch]
             for (_, fut), reply in zip(batch, replies, strict=True):
-                if not fut.done():
-                    fut.set_result(reply)
+                _settle(fut, reply)
 
     async def aclose(self) -> None:
         if self._worker is not None:

@@ -3,34 +3,81 @@
 Two verdict modes (``JudgeConfig.verdict_mode``):
 
 * ``"logprob"`` (default here): every allowed label (from the request's schema) is scored as a
-  continuation of the forced answer prefix, in one batched forward pass; label probabilities are
-  normalised over the allowed labels, so any model, however small, yields a well-formed verdict plus
-  P(label). Single-criterion requests only; multi-criterion requests fall back to generation.
-* ``"generate"``: greedy generation of the JSON answer, parsed by the same strict parser as remote
-  judges.
+  continuation of the forced answer prefix; label probabilities are normalised over the allowed
+  labels, so any model, however small, yields a well-formed verdict plus P(label). Multi-token
+  labels are exact (the sum over their tokens). Single-criterion requests only; multi-criterion
+  requests fall back to generation.
+* ``"generate"``: greedy decoding of the JSON answer, stopped at the end of the JSON object (or at
+  EOS, or ``max_tokens``), parsed by the same strict parser as remote judges.
 
-Batching (left padding, worker thread) comes from :class:`~rubric_reward.judges.local.BatchingBackend`.
+Both run on :class:`~rubric_reward.judges.token_trees.TokenTrees`: requests that share a prompt
+prefix (one response's criterion calls) are one row whose shared prefix is computed once; the LM
+head is applied only at label positions (or the last position, when generating); forwards hold at
+most ``token_budget`` tokens (``engine_args: {token_budget: N}``, default 2048), so a long response
+is split across forwards and still scored. Replies are handed back as each forward finishes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..results import Usage
 from .base import ChatReply, ChatRequest
 from .config import JudgeConfig
 from .local import ANSWER_PREFIX, BatchingBackend, allowed_labels, label_reply
+from .token_trees import ForwardStats, TokenTrees, group_by_prefix, pack_rows, shared_prefix_len
 
-__all__ = ["TransformersBackend"]
+__all__ = ["DEFAULT_TOKEN_BUDGET", "TransformersBackend", "json_object_end"]
+
+DEFAULT_TOKEN_BUDGET = 2048
+_ENGINE_KEYS = ("token_budget",)
+
+Report = Callable[[int, ChatReply], None]
+
+
+def json_object_end(text: str) -> int | None:
+    """End index (exclusive) of the first complete JSON object in ``text``, or None if unfinished."""
+    depth, in_string, escaped = 0, False, False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"' and depth:
+            in_string = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return None
 
 
 class TransformersBackend(BatchingBackend):
-    """Judge with a local causal LM; see the module docstring for the two verdict modes."""
+    """Judge with a local causal LM; see the module docstring."""
 
-    def __init__(self, config: JudgeConfig, *, max_batch: int = 16, model: Any = None, tokenizer: Any = None):
+    def __init__(self, config: JudgeConfig, *, max_batch: int = 256, model: Any = None, tokenizer: Any = None,
+                 token_budget: int | None = None):
         super().__init__(config, max_batch=max_batch)
+        unknown = set(config.engine_args) - set(_ENGINE_KEYS)
+        if unknown:
+            raise ValueError(f"judge {config.name!r}: engine_args {sorted(unknown)} are not understood by the "
+                             f"transformers backend (known: {', '.join(_ENGINE_KEYS)})")
+        budget = token_budget if token_budget is not None else config.engine_args.get("token_budget",
+                                                                                        DEFAULT_TOKEN_BUDGET)
+        if not isinstance(budget, int) or budget < 1:
+            raise ValueError(f"judge {config.name!r}: engine_args.token_budget must be a positive integer, "
+                             f"got {budget!r}")
+        self.token_budget = budget
+        self.stats = ForwardStats()
         self._model = model
         self._tokenizer = tokenizer
+        self._label_ids: dict[str, list[int]] = {}
 
     # ------------------------------------------------------------------ loading
     def _load(self) -> None:
@@ -59,56 +106,119 @@ class TransformersBackend(BatchingBackend):
     def _prompt_text(self, request: ChatRequest) -> str:
         return self._tokenizer.apply_chat_template(list(request.messages), tokenize=False, add_generation_prompt=True)
 
-    def generate(self, requests: list[ChatRequest]) -> list[ChatReply]:
+    def _ids(self, text: str) -> list[int]:
+        return self._tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _label(self, label: str) -> list[int]:
+        ids = self._label_ids.get(label)
+        if ids is None:
+            ids = self._label_ids[label] = self._ids(label + '"')
+        return ids
+
+    def _batches(self, prompts: list[list[int]]) -> list[list[list[int]]]:
+        """Request indices as forwards (lists of rows), each row sharing a prefix."""
+        rows = group_by_prefix(prompts, self.token_budget)
+        sizes = [len(prompts[row[0]])
+                 + sum(len(prompts[i]) - shared_prefix_len(prompts[row[0]], prompts[i]) for i in row[1:])
+                 for row in rows]
+        return [[rows[j] for j in batch] for batch in pack_rows(sizes, self.token_budget)]
+
+    def _trees(self, n_rows: int) -> TokenTrees:
+        return TokenTrees(self._model, n_rows, pad_id=self._tokenizer.pad_token_id, token_budget=self.token_budget)
+
+    # ------------------------------------------------------------------ logprob verdicts
+    def score_labels(self, requests: list[ChatRequest], report: Report | None = None) -> list[ChatReply]:
+        """Score every allowed label as a continuation of the forced answer prefix."""
+        prompts = [self._ids(self._prompt_text(r) + ANSWER_PREFIX) for r in requests]
+        replies: list[ChatReply | None] = [None] * len(requests)
+        for rows in self._batches(prompts):
+            trees = self._trees(len(rows))
+            # (request, label, [(row, column predicting the token), token id] ...)
+            targets: list[tuple[int, str, list[tuple[tuple[int, int], int]]]] = []
+            for r, row in enumerate(rows):
+                for i in row:
+                    cols = trees.insert(r, prompts[i])
+                    for label in allowed_labels(requests[i].schema) or ():
+                        ids = self._label(label)
+                        label_cols = trees.insert(r, ids, parent=cols[-1])
+                        before = [cols[-1], *label_cols[:-1]]
+                        targets.append((i, label, [((r, c), t) for c, t in zip(before, ids, strict=True)]))
+            want = sorted({key for _, _, pairs in targets for key, _ in pairs})
+            hidden = trees.run(want)
+            logprobs = trees.logprobs([hidden[k] for k in want])
+            index = {k: j for j, k in enumerate(want)}
+            totals: dict[int, dict[str, float]] = {}
+            for i, label, pairs in targets:
+                totals.setdefault(i, {})[label] = sum(float(logprobs[index[k], t]) for k, t in pairs)
+            self.stats.add(trees.stats)
+            del trees
+            for row in rows:
+                for i in row:
+                    replies[i] = label_reply(totals[i], len(prompts[i]))
+                    if report is not None:
+                        report(i, replies[i])
+        return replies  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ generated verdicts
+    def _stop_ids(self) -> set[int]:
+        tok = self._tokenizer
+        stop = {tok.eos_token_id} if tok.eos_token_id is not None else set()
+        eos = getattr(getattr(self._model, "generation_config", None), "eos_token_id", None)
+        stop.update(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        return stop
+
+    def generate(self, requests: list[ChatRequest], report: Report | None = None) -> list[ChatReply]:
+        """Greedy decoding from the shared-prefix trees, stopped at the end of the JSON object."""
         import torch
 
         tok = self._tokenizer
-        texts = [self._prompt_text(r) for r in requests]
-        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self._model.device)
-        max_new = max(r.max_tokens or self.config.max_tokens for r in requests)
-        with torch.inference_mode():
-            out = self._model.generate(**enc, max_new_tokens=max_new, do_sample=False, pad_token_id=tok.pad_token_id)
-        new = out[:, enc["input_ids"].shape[1]:]
-        replies = []
-        for row, mask in zip(new, enc["attention_mask"], strict=True):
-            ids = [t for t in row.tolist() if t != tok.pad_token_id]
-            if tok.eos_token_id in ids:
-                ids = ids[: ids.index(tok.eos_token_id)]
-            text = tok.decode(ids, skip_special_tokens=True)
-            replies.append(ChatReply(text, usage=Usage(int(mask.sum()), len(ids)), finish_reason="stop"))
-        return replies
+        stop = self._stop_ids()
+        prompts = [self._ids(self._prompt_text(r)) for r in requests]
+        replies: list[ChatReply | None] = [None] * len(requests)
+        for rows in self._batches(prompts):
+            trees = self._trees(len(rows))
+            last: dict[int, tuple[int, int]] = {}  # request -> (row, column of its last token)
+            for r, row in enumerate(rows):
+                for i in row:
+                    last[i] = (r, trees.insert(r, prompts[i])[-1])
+            budget = {i: requests[i].max_tokens or self.config.max_tokens for i in last}
+            generated: dict[int, list[int]] = {i: [] for i in last}
+            finish: dict[int, str] = {}
+            texts: dict[int, str] = {}
+            while last:
+                order = list(last)
+                hidden = trees.run(last.values())
+                logprobs = trees.logprobs([hidden[last[i]] for i in order])
+                nxt = torch.argmax(logprobs, dim=-1).tolist()
+                for i, t in zip(order, nxt, strict=True):
+                    ended = None
+                    if t in stop:
+                        ended = "stop"
+                    else:
+                        generated[i].append(t)
+                        text = tok.decode(generated[i], skip_special_tokens=True)
+                        end = json_object_end(text)
+                        if end is not None:
+                            text, ended = text[:end], "stop"
+                        elif len(generated[i]) >= budget[i]:
+                            ended = "length"
+                        texts[i] = text
+                    if ended is None:
+                        r, c = last[i]
+                        last[i] = (r, trees.append(r, t, c))
+                    else:
+                        finish[i] = ended
+                        del last[i]
+            self.stats.add(trees.stats)
+            del trees
+            for row in rows:
+                for i in row:
+                    replies[i] = ChatReply(texts.get(i, ""), usage=Usage(len(prompts[i]), len(generated[i])),
+                                           finish_reason=finish[i])
+                    if report is not None:
+                        report(i, replies[i])
+        return replies  # type: ignore[return-value]
 
-    def score_labels(self, requests: list[ChatRequest]) -> list[ChatReply]:
-        """Score every allowed label as a continuation of the forced answer prefix, in one batch."""
-        import torch
-
-        tok = self._tokenizer
-        rows: list[tuple[int, str, list[int], int]] = []  # (request index, label, ids, label start)
-        for i, r in enumerate(requests):
-            prefix_ids = tok(self._prompt_text(r) + ANSWER_PREFIX, add_special_tokens=False)["input_ids"]
-            for label in allowed_labels(r.schema) or ():
-                label_ids = tok(label + '"', add_special_tokens=False)["input_ids"]
-                rows.append((i, label, prefix_ids + label_ids, len(prefix_ids)))
-        width = max(len(ids) for _, _, ids, _ in rows)
-        pad = tok.pad_token_id
-        input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(rows), width), dtype=torch.long)
-        for j, (_, _, ids, _) in enumerate(rows):  # left padding
-            input_ids[j, width - len(ids):] = torch.tensor(ids)
-            attention[j, width - len(ids):] = 1
-        position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
-        device = self._model.device
-        with torch.inference_mode():
-            logits = self._model(input_ids=input_ids.to(device), attention_mask=attention.to(device),
-                                 position_ids=position_ids.to(device)).logits.float()
-        logprobs = torch.log_softmax(logits, dim=-1).cpu()
-
-        totals: dict[int, dict[str, float]] = {}
-        prompt_tokens: dict[int, int] = {}
-        for j, (i, label, ids, start) in enumerate(rows):
-            offset = width - len(ids)
-            # the token at position p is predicted by the logits at p - 1
-            lp = sum(float(logprobs[j, offset + p - 1, ids[p]]) for p in range(start, len(ids)))
-            totals.setdefault(i, {})[label] = lp
-            prompt_tokens[i] = start
-        return [label_reply(totals[i], prompt_tokens[i]) for i in range(len(requests))]
+    def describe(self) -> Mapping[str, Any]:
+        """Token budget and what has gone through the model so far (for benchmarks and tests)."""
+        return {"token_budget": self.token_budget, **vars(self.stats)}

@@ -77,7 +77,7 @@ class VLLMBackend(BatchingBackend):
                                                    add_generation_prompt=True)
         return self._tokenizer(text + ANSWER_PREFIX, add_special_tokens=False)["input_ids"]
 
-    def score_labels(self, requests: list[ChatRequest]) -> list[ChatReply]:
+    def score_labels(self, requests: list[ChatRequest], report: Any = None) -> list[ChatReply]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -99,7 +99,7 @@ class VLLMBackend(BatchingBackend):
             prompt_tokens[i] = start
         return [label_reply(totals[i], prompt_tokens[i]) for i in range(len(requests))]
 
-    def generate(self, requests: list[ChatRequest]) -> list[ChatReply]:
+    def generate(self, requests: list[ChatRequest], report: Any = None) -> list[ChatReply]:
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
