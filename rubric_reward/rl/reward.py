@@ -66,6 +66,17 @@ def _prompt_key(prompt: Any) -> str:
         return repr(prompt)
 
 
+def _with_base_url(spec: Any, base_url: str | None) -> Any:
+    """``base_url`` applies to judge mappings that name none (as it does to model strings)."""
+    if base_url is None:
+        return spec
+    if isinstance(spec, Mapping) and "base_url" not in spec and "judges" not in spec:
+        return {**spec, "base_url": base_url}
+    if isinstance(spec, list | tuple):
+        return [_with_base_url(s, base_url) for s in spec]
+    return spec
+
+
 class RubricReward:
     """A TRL reward function (sync) scoring completions against rubrics with an LLM judge.
 
@@ -140,7 +151,8 @@ class RubricReward:
                     from ..cache import SQLiteCache
 
                     cache = SQLiteCache(cfg.cache)
-                judges = as_judges(cfg.judge, base_url=cfg.base_url, cache=cache) if cfg.judge is not None else None
+                judges = as_judges(_with_base_url(cfg.judge, cfg.base_url), base_url=cfg.base_url, cache=cache) \
+                    if cfg.judge is not None else None
                 self._scorer = Scorer(None, judges or None, scoring=cfg.scoring_dict(), grading=cfg.grading_dict())
             return self._scorer
 
@@ -341,6 +353,7 @@ class RubricReward:
         kinds: Counter[str] = Counter()
         for r in bad:
             kinds.update(r.error_kinds or ("unknown",))
+        kinds["__completions__"] += len(bad)
         self._streak.append(kinds)
         if len(self._streak) >= cfg.max_unscorable_steps:
             total: Counter[str] = Counter()
@@ -348,10 +361,12 @@ class RubricReward:
                 total.update(k)
             steps = len(self._streak)
             self._streak.clear()
+            completions = total.pop("__completions__")
             detail = ", ".join(f"{k} x{v}" for k, v in total.most_common())
             raise UnscorableBatchesError(
                 f"rubric reward: {steps} consecutive batches had at least {cfg.max_unscorable_fraction:.0%} of "
-                f"their completions unscorable (judge {', '.join(self.judge_names)}); errors by kind: {detail}. "
+                f"their completions unscorable (judge {', '.join(self.judge_names)}): {completions} completions "
+                f"unscored, errors by kind: {detail}. "
                 "Check the judge endpoint and key, or raise max_unscorable_steps / max_unscorable_fraction."
             )
 
