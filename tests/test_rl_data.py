@@ -270,3 +270,15 @@ def test_manifest_written(tmp_path):
     path = splits.write_manifest(tmp_path / "splits.json")
     data = json.loads(path.read_text())
     assert data["seed"] == 0 and len(data["report_ids"]) == 2 and len(data["train_ids"]) == 6
+
+
+def test_splits_say_what_was_loaded(tmp_path):
+    data = synthetic_rows(30, 5, 0) + [{**advancedif_row(900, SINGLE_TURN), "prompt_metadata": ""}]
+    path = write_csv(tmp_path / "a.csv", data)
+    splits = load_advancedif_splits(path, on_bad_row="skip", selection=5, report=5)
+    assert (len(splits.train), len(splits.selection), len(splits.report)) == (20, 5, 5)
+    text = splits.describe()
+    assert "30 rows" in text and "skipped 1 bad rows (prompt_metadata: 1)" in text
+    assert "5 rows of other benchmarks left out" in text and splits.manifest()["source"] == splits.source
+    limited = load_advancedif_splits(path, selection=5, report=5, limit=25)
+    assert len(limited.train) == 15

@@ -175,10 +175,11 @@ def load_advancedif_splits(source: str | Path | Any = ADVANCEDIF, *, on_bad_row:
     """Load AdvancedIF and split it with :data:`ADVANCEDIF_DEFAULT_SPLIT` (240 / 81 / 81 single-turn rows).
 
     ``overrides`` replace any of its keys (``benchmarks``, ``train``, ``selection``, ``report``, ``seed``)
-    and may add ``split``/``revision`` for the hub and ``stratify`` for :func:`split_rows`.
+    and may add ``split``/``revision``/``limit`` for the loader and ``stratify`` for :func:`split_rows`.
+    ``Splits.source`` then says what was loaded (rows per benchmark, bad rows skipped).
     """
     settings = {**ADVANCEDIF_DEFAULT_SPLIT, **overrides}
-    load_keys = ("benchmarks", "split", "revision")
+    load_keys = ("benchmarks", "split", "revision", "limit")
     rows = load_advancedif(source, on_bad_row=on_bad_row, **{k: settings.pop(k) for k in load_keys if k in settings})
     return split_rows(rows, **settings)
 
@@ -395,7 +396,8 @@ def _check_found(out: PromptRows, name: str, wanted: frozenset[str] | None) -> N
 class Splits:
     """Disjoint train / selection / report rows, with the settings that made them.
 
-    ``unused`` holds rows left over when no size was ``"rest"``.
+    ``unused`` holds rows left over when no size was ``"rest"``; ``source`` describes the rows split
+    (:meth:`PromptRows.describe`) when known.
     """
 
     train: list[dict[str, Any]]
@@ -404,6 +406,7 @@ class Splits:
     seed: int = 0
     stratify: str | None = "benchmark"
     unused: list[dict[str, Any]] = field(default_factory=list)
+    source: str | None = None
 
     def __getitem__(self, name: str) -> list[dict[str, Any]]:
         if name not in SPLITS:
@@ -420,12 +423,13 @@ class Splits:
 
     def describe(self) -> str:
         sizes = " / ".join(f"{len(self[s])} {s}" for s in SPLITS)
-        return f"{sizes} (seed {self.seed}, stratified by {self.stratify or 'nothing'})" + (
+        text = f"{sizes} (seed {self.seed}, stratified by {self.stratify or 'nothing'})" + (
             f", {len(self.unused)} unused" if self.unused else "")
+        return text + (f" of {self.source}" if self.source else "")
 
     def manifest(self) -> dict[str, Any]:
         """JSON-able record of the split (ids per split, counts, seed) for the run folder."""
-        return {"seed": self.seed, "stratify": self.stratify, "counts": self.counts(),
+        return {"seed": self.seed, "stratify": self.stratify, "source": self.source, "counts": self.counts(),
                 **{f"{s}_ids": self.ids(s) for s in SPLITS}, "unused_ids": [r["id"] for r in self.unused]}
 
     def write_manifest(self, path: str | Path) -> Path:
@@ -456,7 +460,7 @@ def split_rows(
     changing the train size never changes the selection or report rows. Rows need unique ``id`` s.
     Raises ValueError when the sizes do not fit.
     """
-    rows = list(rows)
+    rows_in, rows = rows, list(rows)
     n = len(rows)
     if n == 0:
         raise ValueError("split_rows: no rows")
@@ -496,7 +500,8 @@ def split_rows(
             start += k
         out["unused"] += [dict(r) for r in members[start:]]
     stratify_name = stratify if isinstance(stratify, str) or stratify is None else getattr(stratify, "__name__", "fn")
-    return Splits(out["train"], out["selection"], out["report"], seed, stratify_name, out["unused"])
+    source = rows_in.describe() if isinstance(rows_in, PromptRows) else None
+    return Splits(out["train"], out["selection"], out["report"], seed, stratify_name, out["unused"], source)
 
 
 def _count(name: str, value: Size, n: int) -> int:
