@@ -282,3 +282,19 @@ def test_splits_say_what_was_loaded(tmp_path):
     assert "5 rows of other benchmarks left out" in text and splits.manifest()["source"] == splits.source
     limited = load_advancedif_splits(path, selection=5, report=5, limit=25)
     assert len(limited.train) == 15
+
+
+def test_hub_id_goes_to_load_dataset(monkeypatch):
+    """A hub id is loaded with datasets.load_dataset (replaced here: tests never reach the network)."""
+    import datasets
+
+    calls = []
+
+    def fake_load_dataset(name, subset=None, *, split=None, revision=None):
+        calls.append((name, subset, split, revision))
+        return datasets.Dataset.from_list(synthetic_rows(3, 2, 1))
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    rows = load_advancedif("facebook/AdvancedIF", revision="abc123")
+    assert calls == [("facebook/AdvancedIF", None, "train", "abc123")]
+    assert rows.source == "hf:facebook/AdvancedIF[train]" and len(rows) == 6
