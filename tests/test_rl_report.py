@@ -167,3 +167,27 @@ def test_write_summary_minimal_and_precomputed_ifeval(tmp_path):
     assert not math.isnan(data["report"]["judge"]["wilcoxon"]["pvalue"])
     with pytest.raises(ValueError, match="lacks"):
         write_summary(tmp_path, report_scores={"judge": {"base": [1.0]}})
+
+
+def test_records_compare_on_metric_and_count_perfect_on_plain_score():
+    from dataclasses import dataclass
+
+    import numpy as np
+
+    @dataclass
+    class Record:  # the reward's RewardRecord shape
+        reward: float | None
+        result: ScoreResult | None
+        guard: str | None = None
+        error: str | None = None
+
+    base = [Record(0.8, ScoreResult(score=1.0, verdicts=(), expected_score=0.8)),
+            Record(0.0, None, guard="empty"), Record(None, None, error="judge down")]
+    best = [Record(0.9, ScoreResult(score=1.0, verdicts=(), expected_score=0.9)),
+            Record(0.6, ScoreResult(score=0.5, verdicts=(), expected_score=None)), Record(np.float32(0.7), None, "x")]
+    c = compare_paired(base, best, metric="expected_score", n_resamples=100)
+    assert c["base"]["mean"] == pytest.approx(0.4) and c["best"]["mean"] == pytest.approx((0.9 + 0.5 + 0.7) / 3)
+    assert c["base"]["perfect"] == 1 and c["best"]["perfect"] == 1  # plain score 1, not expected_score
+    assert c["pairs"] == 2 and c["base"]["unscored"] == 1
+    with pytest.raises(TypeError, match="cannot read a score"):
+        compare_paired(["0.5"], [0.5])

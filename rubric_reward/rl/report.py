@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,18 +38,30 @@ PERFECT = 1.0 - 1e-9
 
 
 # ------------------------------------------------------------------------------------------- statistics
-def _value(x: Any) -> float | None:
-    """A score as float or None: accepts numbers, None/NaN, ScoreResult (``.score``), RewardRecord (``.reward``)."""
-    if x is None:
-        return None
-    if hasattr(x, "score") and not isinstance(x, int | float):
-        x = x.score
-    elif hasattr(x, "reward") and not isinstance(x, int | float):
-        x = x.reward
+def _value(x: Any, metric: str = "score") -> float | None:
+    """A per-prompt value as float or None (unscored).
+
+    Numbers (None/NaN = unscored) are taken as they are. A ``ScoreResult`` gives its ``metric`` attribute
+    (``score``, ``expected_score`` or ``raw_score``; the plain score when that one is missing). A reward record
+    (``.result``, ``.reward``, ``.guard``) gives its result's value, or the reward a guard gave it.
+    """
+    if x is None or isinstance(x, numbers.Real):
+        return _finite(x)
+    if hasattr(x, "verdicts"):  # ScoreResult
+        value = getattr(x, metric, None)
+        return _finite(x.score if value is None else value)
+    if hasattr(x, "result"):  # RewardRecord
+        if x.result is not None:
+            return _value(x.result, metric)
+        return _finite(x.reward) if getattr(x, "guard", None) else None
+    raise TypeError(f"cannot read a score from a {type(x).__name__}")
+
+
+def _finite(x: Any) -> float | None:
     if x is None:
         return None
     x = float(x)
-    return None if math.isnan(x) else x
+    return None if math.isnan(x) or math.isinf(x) else x
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -60,37 +73,43 @@ def _interval(ci: Any) -> dict[str, Any]:
     return {"estimate": ci.estimate, "low": ci.low, "high": ci.high, "n": ci.n}
 
 
-def compare_paired(base: Sequence[Any], best: Sequence[Any], *, base_lengths: Sequence[float | None] | None = None,
+def compare_paired(base: Sequence[Any], best: Sequence[Any], *, metric: str = "score",
+                   base_lengths: Sequence[float | None] | None = None,
                    best_lengths: Sequence[float | None] | None = None, n_resamples: int = 2000,
                    confidence: float = 0.95, seed: int = 0) -> dict[str, Any]:
-    """Base vs best on the same prompts (aligned lists of scores; None = unscored).
+    """Base vs best on the same prompts: aligned lists of numbers (None = unscored), ``ScoreResult`` s or
+    reward records (``.result``, ``.reward``, ``.guard``): their ``metric`` value is compared (the plain
+    score where that is missing; a guarded record's reward).
 
     Returns a JSON-able dict: ``n`` prompts, ``pairs`` (both scored), per system ``mean`` with a bootstrap
-    interval, ``perfect`` and ``unscored`` counts and ``mean_length``; ``difference`` (best - base: paired
-    bootstrap interval of the mean difference over complete pairs), ``wilcoxon`` (statistic, pvalue, n) and
-    ``improved``/``worse``/``tied`` pair counts. Undefined values are None.
+    interval, ``perfect`` (plain score 1; for numbers, value 1) and ``unscored`` counts and ``mean_length``;
+    ``difference`` (best - base: paired bootstrap interval of the mean difference over complete pairs),
+    ``wilcoxon`` (statistic, pvalue, n) and ``improved``/``worse``/``tied`` pair counts. Undefined values are None.
     """
     from ..stats import bootstrap_ci, paired_bootstrap_ci, wilcoxon_signed_rank
 
-    a = [_value(x) for x in base]
-    b = [_value(x) for x in best]
+    base, best = list(base), list(best)
+    a = [_value(x, metric) for x in base]
+    b = [_value(x, metric) for x in best]
     if len(a) != len(b):
         raise ValueError(f"base and best score lists differ in length ({len(a)} != {len(b)}): they must hold the "
                          "same prompts in the same order")
     if not a:
         raise ValueError("no scores to compare")
 
-    def system(values: list[float | None], lengths: Sequence[float | None] | None) -> dict[str, Any]:
+    def system(raw: list[Any], values: list[float | None], lengths: Sequence[float | None] | None
+               ) -> dict[str, Any]:
         kept = [v for v in values if v is not None]
+        plain = [_value(x, "score") for x in raw]
         ci = bootstrap_ci(kept, n_resamples=n_resamples, confidence=confidence, seed=seed) if kept else None
         return {"mean": _mean(values), "ci": None if ci is None else _interval(ci),
-                "perfect": sum(1 for v in kept if v >= PERFECT), "scored": len(kept),
+                "perfect": sum(1 for v in plain if v is not None and v >= PERFECT), "scored": len(kept),
                 "unscored": len(values) - len(kept),
                 "mean_length": None if lengths is None else _mean([None if x is None else float(x) for x in lengths])}
 
     pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
-    out: dict[str, Any] = {"n": len(a), "pairs": len(pairs), "base": system(a, base_lengths),
-                           "best": system(b, best_lengths), "difference": None, "wilcoxon": None,
+    out: dict[str, Any] = {"n": len(a), "pairs": len(pairs), "base": system(base, a, base_lengths),
+                           "best": system(best, b, best_lengths), "difference": None, "wilcoxon": None,
                            "improved": sum(1 for x, y in pairs if y > x), "worse": sum(1 for x, y in pairs if y < x),
                            "tied": sum(1 for x, y in pairs if y == x), "confidence": confidence}
     if pairs:
@@ -226,7 +245,7 @@ def plot_monitor(path: str | Path, records: Sequence[Mapping[str, Any]], *, titl
 
 
 def plot_score_distributions(path: str | Path, comparisons: Mapping[str, tuple[Sequence[Any], Sequence[Any]]],
-                             ) -> Path:
+                             *, metric: str = "score") -> Path:
     """Histograms of per-prompt scores, base vs best, one panel per judge (``{judge: (base, best)}``)."""
     path = Path(path)
     fig = _figure(4.2 * max(1, len(comparisons)), 3.4)
@@ -234,7 +253,7 @@ def plot_score_distributions(path: str | Path, comparisons: Mapping[str, tuple[S
     bins = [i / 10 for i in range(11)]
     for ax, (judge, (base, best)) in zip(axes, comparisons.items()):
         for label, values in (("base", base), ("best", best)):
-            kept = [v for v in (_value(x) for x in values) if v is not None]
+            kept = [v for v in (_value(x, metric) for x in values) if v is not None]
             ax.hist(kept, bins=bins, alpha=0.55, label=f"{label} (n={len(kept)}, mean "
                                                       f"{_fmt(_mean(kept))})")
         ax.set_xlabel("score")
@@ -282,8 +301,9 @@ def write_summary(
 ) -> Path:
     """Write ``summary.md``, ``summary.json``, ``summary.html`` and plots in ``run_dir``; return summary.md's path.
 
-    ``report_scores``: ``{judge name: {"base": [...], "best": [...]}}`` per-prompt scores on the report split,
-    the same prompts in the same order for both systems (the first judge is the primary one, e.g. ``"judge"``;
+    ``report_scores``: ``{judge name: {"base": [...], "best": [...]}}`` per-prompt scores on the report split
+    (numbers, ``ScoreResult`` s or reward records: pass the records to count perfect scores on the plain score
+    when ``metric`` is ``expected_score``), the same prompts in the same order for both systems (the first judge is the primary one, e.g. ``"judge"``;
     a second, e.g. ``"second_judge"``, scores the same completions). ``monitor``: the monitor's records (step 0
     is the base model); their ``completions`` files (relative to ``run_dir``) give the per-checkpoint paired
     tests. ``best``: the picked checkpoint (``step``, ...). ``looked_at``: checkpoints looked at (default: the
@@ -305,7 +325,8 @@ def write_summary(
         missing = {"base", "best"} - set(systems)
         if missing:
             raise ValueError(f"write_summary: report_scores[{judge!r}] lacks {sorted(missing)}")
-        comparisons[judge] = compare_paired(systems["base"], systems["best"], base_lengths=lengths.get("base"),
+        comparisons[judge] = compare_paired(systems["base"], systems["best"], metric=metric,
+                                            base_lengths=lengths.get("base"),
                                             best_lengths=lengths.get("best"), n_resamples=n_resamples,
                                             confidence=confidence, seed=seed)
     monitor = list(monitor)
@@ -319,7 +340,7 @@ def write_summary(
     plots: dict[str, str] = {}
     plots["scores"] = str(plot_score_distributions(
         out / "plots" / "report_scores.png",
-        {j: (s["base"], s["best"]) for j, s in report_scores.items()}).relative_to(out))
+        {j: (s["base"], s["best"]) for j, s in report_scores.items()}, metric=metric).relative_to(out))
     if monitor:
         plots["monitor"] = str(plot_monitor(out / "monitor.png", monitor).relative_to(out))
     if ifeval_data and ifeval_data.get("chart"):
