@@ -298,3 +298,14 @@ def test_hub_id_goes_to_load_dataset(monkeypatch):
     rows = load_advancedif("facebook/AdvancedIF", revision="abc123")
     assert calls == [("facebook/AdvancedIF", None, "train", "abc123")]
     assert rows.source == "hf:facebook/AdvancedIF[train]" and len(rows) == 6
+
+
+def test_reward_reads_the_dataset_rubric_column():
+    """The reward's rubric resolver accepts every rubric form to_dataset writes."""
+    from rubric_reward.rl.rubrics import RubricSource
+
+    rows = list(load_advancedif(synthetic_rows(3, 2, 2))) + list(load_prompt_rows("offline"))
+    ds = to_dataset(rows)
+    resolved = RubricSource().rows(len(ds), {"rubric": ds["rubric"]})
+    assert all(isinstance(r, Rubric) for r in resolved), [r for r in resolved if not isinstance(r, Rubric)][:1]
+    assert [len(r.criteria) for r in resolved] == [len(Rubric.from_obj(row["rubric"]).criteria) for row in rows]
