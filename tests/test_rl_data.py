@@ -309,3 +309,12 @@ def test_reward_reads_the_dataset_rubric_column():
     resolved = RubricSource().rows(len(ds), {"rubric": ds["rubric"]})
     assert all(isinstance(r, Rubric) for r in resolved), [r for r in resolved if not isinstance(r, Rubric)][:1]
     assert [len(r.criteria) for r in resolved] == [len(Rubric.from_obj(row["rubric"]).criteria) for row in rows]
+
+
+def test_wrong_file_says_which_columns_it_has(tmp_path):
+    path = write_jsonl(tmp_path / "x.jsonl", [{"question": "hi", "answer": "yo"}])
+    with pytest.raises(DataError, match=r"row 0: field 'conversation_history' is missing"):
+        load_advancedif(path)
+    with pytest.raises(DataError, match=r"no usable rows \(1 skipped, most often: field 'conversation_history' is "
+                                        r"missing or empty; the first row's columns: \['answer', 'question'\]\)"):
+        load_advancedif(path, on_bad_row="skip")

@@ -91,6 +91,7 @@ class PromptRows(list):
         self.source = source
         self.skipped: list[SkippedRow] = list(skipped)
         self.filtered = filtered
+        self.columns: list[str] = []  # of the source's first row, for error messages
 
     def benchmarks(self) -> dict[str | None, int]:
         """Rows per benchmark, in order of first appearance."""
@@ -154,6 +155,8 @@ def load_advancedif(
     for row_no, raw in enumerate(rows):
         if limit is not None and len(out) >= limit:
             break
+        if row_no == 0:
+            out.columns = sorted(map(str, raw)) if isinstance(raw, Mapping) else []
         benchmark = _opt_str(raw.get("benchmark_name"))
         if wanted is not None and benchmark not in wanted:
             out.filtered += 1
@@ -239,6 +242,8 @@ def load_prompt_rows(
     for row_no, raw in enumerate(rows):
         if limit is not None and len(out) >= limit:
             break
+        if row_no == 0:
+            out.columns = sorted(map(str, raw)) if isinstance(raw, Mapping) else []
         benchmark = _opt_str(raw.get(benchmark_field))
         if wanted is not None and benchmark not in wanted:
             out.filtered += 1
@@ -388,7 +393,11 @@ def _check_found(out: PromptRows, name: str, wanted: frozenset[str] | None) -> N
         return
     if wanted is not None and out.filtered:
         raise DataError(f"{name}: no row of benchmark(s) {sorted(wanted)} ({out.filtered} rows of others)")
-    raise DataError(f"{name}: no usable rows" + (f" ({len(out.skipped)} skipped)" if out.skipped else ""))
+    detail = ""
+    if out.skipped:
+        reason = Counter(s.reason for s in out.skipped).most_common(1)[0][0]
+        detail = f" ({len(out.skipped)} skipped, most often: {reason}; the first row's columns: {out.columns[:20]})"
+    raise DataError(f"{name}: no usable rows{detail}")
 
 
 # ------------------------------------------------------------------------------------------- split
