@@ -241,6 +241,9 @@ def plot_monitor(path: str | Path, records: Sequence[Mapping[str, Any]], *, titl
         bottom.plot([s for s, _ in lengths], [v for _, v in lengths], marker="o", color="#2ca02c")
     bottom.set_ylabel("mean length (tokens)")
     bottom.set_xlabel("step")
+    from matplotlib.ticker import MaxNLocator
+
+    bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
     return _save(fig, path)
 
 
