@@ -191,3 +191,27 @@ def test_records_compare_on_metric_and_count_perfect_on_plain_score():
     assert c["pairs"] == 2 and c["base"]["unscored"] == 1
     with pytest.raises(TypeError, match="cannot read a score"):
         compare_paired(["0.5"], [0.5])
+
+
+def test_rebuild_summary_from_run_files(tmp_path):
+    from rubric_reward.rl.report import _main
+
+    base, best = _scores(15, 0.0, 7), _scores(15, 0.1, 7)
+    records = _monitor(tmp_path, {0: base[:10], 3: best[:10]}, {0: 50.0, 3: 40.0})
+    (tmp_path / "monitor.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + '{"step": 4, "me')
+    (tmp_path / "best").mkdir()
+    (tmp_path / "best" / "best.json").write_text(json.dumps({"step": 3, "mean": records[1]["mean"]}))
+    (tmp_path / "report_completions.jsonl").write_text("".join(
+        json.dumps({"id": f"r{i}", "prompt": [], "base_completion": "a", "best_completion": "b",
+                    "judge_base": b, "judge_best": t, "second_judge_base": b, "second_judge_best": None})
+        + "\n" for i, (b, t) in enumerate(zip(base, best))))
+    first = write_summary(tmp_path, report_scores={"judge": {"base": base, "best": best}}, monitor=records,
+                          metric="expected_score", splits={"train": 5, "selection": 10, "report": 15},
+                          n_resamples=200, meta={"model": "tiny"})
+    before = json.loads((tmp_path / "summary.json").read_text())
+    assert _main([str(tmp_path)]) == 0 and first.is_file()
+    after = json.loads((tmp_path / "summary.json").read_text())
+    assert after["report"]["judge"] == before["report"]["judge"]
+    assert after["report"]["second_judge"]["pairs"] == 0 and after["metric"] == "expected_score"
+    assert after["meta"] == {"model": "tiny"} and after["best"]["step"] == 3 and after["checkpoints_looked_at"] == 1
+    assert _main([str(tmp_path / "nowhere")]) == 1

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["compare_paired", "load_selection_scores", "plot_monitor", "plot_score_distributions",
-           "selection_table", "write_summary"]
+           "rebuild_summary", "selection_table", "write_summary"]
 
 PERFECT = 1.0 - 1e-9
 
@@ -498,6 +498,78 @@ def _ifeval_blocks(data: Mapping[str, Any], confidence: float, Heading: Any, Par
     return blocks
 
 
+def rebuild_summary(run_dir: str | Path, *, n_resamples: int | None = None) -> Path:
+    """Write the summary again from a run folder's files (after an interrupted report, or to change settings).
+
+    Reads ``report_completions.jsonl`` (one row per report prompt with ``<judge>_base`` / ``<judge>_best``
+    values), ``monitor.jsonl``, ``best/best.json``, ``ifeval/comparison.json`` when present, and the previous
+    ``summary.json`` for ``metric``, ``splits``, ``meta`` and the statistics' settings.
+    ``python -m rubric_reward.rl.report RUN_DIR`` does the same.
+    """
+    out = Path(run_dir)
+    path = out / "report_completions.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no report completions to rebuild the summary from")
+    scores: dict[str, dict[str, list[Any]]] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: line {n + 1}: not valid JSON: {exc.msg}") from None
+        for key, value in row.items():
+            judge, _, system = key.rpartition("_")
+            if judge and system in ("base", "best") and (value is None or isinstance(value, int | float)):
+                scores.setdefault(judge, {"base": [], "best": []})[system].append(value)
+    if not scores:
+        raise ValueError(f"{path}: no <judge>_base / <judge>_best columns")
+    previous: dict[str, Any] = {}
+    if (out / "summary.json").is_file():
+        previous = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    settings = previous.get("settings", {})
+    monitor: list[dict[str, Any]] = []
+    if (out / "monitor.jsonl").is_file():
+        by_step = {}
+        for line in (out / "monitor.jsonl").read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+                by_step[int(rec["step"])] = rec
+            except (ValueError, KeyError, TypeError):
+                continue  # a torn last line
+        monitor = [by_step[k] for k in sorted(by_step)]
+    best = json.loads((out / "best" / "best.json").read_text()) if (out / "best" / "best.json").is_file() \
+        else previous.get("best")
+    ifeval = None
+    if (out / "ifeval" / "comparison.json").is_file():
+        prev = previous.get("ifeval") or {}
+        ifeval = {"dir": str(out / "ifeval"), "num_prompts": prev.get("num_prompts"), "seed": prev.get("seed"),
+                  "comparison": json.loads((out / "ifeval" / "comparison.json").read_text(encoding="utf-8"))}
+    return write_summary(out, report_scores=scores, monitor=monitor, best=best,
+                         metric=previous.get("metric", "score"), splits=previous.get("splits"), ifeval=ifeval,
+                         n_resamples=n_resamples or settings.get("bootstrap_resamples", 2000),
+                         confidence=settings.get("confidence", 0.95), seed=settings.get("seed", 0),
+                         meta=previous.get("meta"))
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m rubric_reward.rl.report",
+                                     description="Rebuild summary.md / summary.json of a training run folder.")
+    parser.add_argument("run_dir")
+    parser.add_argument("--bootstrap-resamples", type=int)
+    args = parser.parse_args(argv)
+    try:
+        path = rebuild_summary(args.run_dir, n_resamples=args.bootstrap_resamples)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {path}")
+    return 0
+
+
 def _jsonable(obj: Any) -> Any:
     """NaN/inf become None (undefined), tuples lists, unknown objects their str."""
     if isinstance(obj, float):
@@ -511,3 +583,7 @@ def _jsonable(obj: Any) -> Any:
     if hasattr(obj, "to_dict"):
         return _jsonable(obj.to_dict())
     return str(obj)
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
