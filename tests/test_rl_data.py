@@ -161,11 +161,13 @@ def test_generic_rows_prompt_string_messages_rubric_forms(tmp_path):
                                           {"role": "user", "content": "Say hi."}]),
          "rubric": json.dumps(json.dumps(["Does it say hi?"]))},
         {"id": "lib", "prompt": "Say hi.", "rubric": "greeting-rubric"},
+        {"id": "yaml", "prompt": "Say hi.", "rubric": "name: y\ncriteria:\n  - name: a\n    requirement: Says hi.\n"},
     ]
     rows = load_prompt_rows(write_jsonl(tmp_path / "p.jsonl", data))
     assert rows[0]["prompt"] == [{"role": "user", "content": "Say hi."}] and rows[0]["rubric"] == inline
     assert rows[1]["prompt"][0]["role"] == "system" and rows[1]["rubric"] == ["Does it say hi?"]
     assert rows[2]["rubric"] == "greeting-rubric"  # a rubric id, looked up by the reward
+    assert rows[3]["rubric"] == {"name": "y", "criteria": [{"name": "a", "requirement": "Says hi."}]}
     ds = to_dataset(rows)
     assert ds.column_names == ["prompt", "rubric", "id", "benchmark"]
     assert json.loads(ds[0]["rubric"]) == inline and ds[2]["rubric"] == "greeting-rubric"

@@ -229,7 +229,7 @@ def load_prompt_rows(
     inline rubrics with judged criteria and programmatic checks, benchmark ``"offline"``).
     The prompt is a string (one user turn) or messages (maybe a JSON string) ending on a user turn. The
     rubric is an inline rubric mapping, a list of criteria or questions, either as a JSON string (decoded,
-    twice if needed), or a rubric id (a plain string, looked up by the reward's ``rubric_dir``). Inline
+    twice if needed) or a multi-line YAML string, or a rubric id (a plain string, looked up by the reward's ``rubric_dir``). Inline
     rubrics are validated with ``Rubric.from_obj`` unless ``validate=False``. Missing ids become content hashes.
     Bad rows: as in :func:`load_advancedif`.
     """
@@ -281,7 +281,9 @@ def _offline_rows() -> PromptRows:
 def _generic_rubric(value: Any, field_name: str, validate: bool) -> Any:
     if value is None or value == "" or value == [] or value == {}:
         raise _BadRow(field_name, f"field {field_name!r} is missing or empty")
-    if isinstance(value, str) and value.lstrip()[:1] not in ("[", "{", '"'):
+    if isinstance(value, str) and "\n" in value.strip() and value.lstrip()[:1] not in ("[", "{", '"'):
+        value = _yaml(value, field_name)
+    elif isinstance(value, str) and value.lstrip()[:1] not in ("[", "{", '"'):
         return value.strip()  # a rubric id
     value = _decode(value, field_name, (list, Mapping))
     if isinstance(value, Mapping):
@@ -294,6 +296,15 @@ def _generic_rubric(value: Any, field_name: str, validate: bool) -> Any:
         except RubricError as exc:
             raise _BadRow(field_name, str(exc)) from None
     return value
+
+
+def _yaml(text: str, field_name: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _BadRow(field_name, f"field {field_name!r}: not valid YAML: {str(exc).splitlines()[0]}") from None
 
 
 # ------------------------------------------------------------------------------------------- shared parsing
