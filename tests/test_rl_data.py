@@ -320,3 +320,15 @@ def test_wrong_file_says_which_columns_it_has(tmp_path):
     with pytest.raises(DataError, match=r"no usable rows \(1 skipped, most often: field 'conversation_history' is "
                                         r"missing or empty; the first row's columns: \['answer', 'question'\]\)"):
         load_advancedif(path, on_bad_row="skip")
+
+
+def test_hub_failure_is_one_clear_error(monkeypatch):
+    import datasets
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'facebook/AdvancedIF' on the Hub (LocalEntryNotFoundError)\nmore")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(DataError, match=r"hf:facebook/AdvancedIF\[train\]: could not load it from the Hugging Face "
+                                        r"hub \(ConnectionError: Couldn't reach"):
+        load_advancedif()

@@ -313,7 +313,16 @@ def _open(source: Any, *, split: str = "train", revision: str | None = None) -> 
     if isinstance(source, Path) or (isinstance(source, str) and (Path(source).exists() or _looks_local(source))):
         return read_rows(DataSource(path=str(source)))
     if isinstance(source, str):
-        return read_rows(DataSource(hf=source, split=split, revision=revision))
+        hub = DataSource(hf=source, split=split, revision=revision)
+        try:
+            return read_rows(hub)
+        except DataError:
+            raise
+        except Exception as exc:  # offline, gated, unknown id: one clear line instead of a deep traceback
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise DataError(f"{hub.describe()}: could not load it from the Hugging Face hub "
+                            f"({type(exc).__name__}: {first[:300]}); give a local CSV / JSONL / save_to_disk path "
+                            "instead, or check the name and the network") from exc
     return read_rows(source)
 
 
