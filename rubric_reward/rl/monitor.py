@@ -234,6 +234,7 @@ class CheckpointMonitor(TrainerCallback):
             mean_length_tokens=sum(lengths) / len(lengths) if lengths else 0.0,
             judge_cost=float(cost), judge_calls=int(calls), seconds=round(seconds, 2),
             completions=str(completions_file.relative_to(self.output_dir)), metric=self.metric,
+            extra={"adapter_sha256": _adapter_sha(checkpoint)},
         ).to_dict()
 
     def _token_lengths(self, texts: list[str]) -> list[int]:
@@ -285,6 +286,19 @@ class CheckpointMonitor(TrainerCallback):
                 self.plot(self.output_dir / "monitor.png", self.records())
             except Exception as exc:  # a plot never stops training
                 print(f"[monitor] could not draw monitor.png: {type(exc).__name__}: {exc}", flush=True)
+
+
+def _adapter_sha(checkpoint: str | Path | None) -> str | None:
+    """SHA-256 of the adapter weights the completions were generated with (None for the base model)."""
+    if checkpoint is None:
+        return None
+    import hashlib
+
+    for name in ("adapter_model.safetensors", "adapter_model.bin"):
+        path = Path(checkpoint) / name
+        if path.is_file():
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+    return None
 
 
 def _checkpoints(output_dir: str | Path) -> list[tuple[int, Path]]:
