@@ -38,14 +38,27 @@ def criterion_passed(weight: float, best: float, value: float) -> bool:
     return value >= best - _EPS if weight > 0 else value <= _EPS
 
 
+_TARGETS: dict[int, tuple[Any, list[tuple[str, float, float]]]] = {}
+
+
+def _targets(rubric: Rubric) -> list[tuple[str, float, float]]:
+    """(name, weight, best value) per criterion, memoised per rubric object (best_value is a max)."""
+    hit = _TARGETS.get(id(rubric))
+    if hit is None or hit[0] is not rubric:
+        if len(_TARGETS) > 4096:
+            _TARGETS.clear()
+        hit = _TARGETS[id(rubric)] = (rubric, [(c.name, c.weight, c.best_value) for c in rubric.criteria])
+    return hit[1]
+
+
 def failed_criteria(result: Any, rubric: Rubric | None) -> list[str]:
     """Names of criteria a scored result did not pass (abstentions and failures included)."""
     if result is None or rubric is None:
         return []
     out = []
-    for c, v in zip(rubric.criteria, result.verdicts, strict=False):
-        if v.error is not None or v.value is None or not criterion_passed(c.weight, c.best_value, v.value):
-            out.append(c.name)
+    for (name, weight, best), v in zip(_targets(rubric), result.verdicts, strict=False):
+        if v.error is not None or v.value is None or not criterion_passed(weight, best, v.value):
+            out.append(name)
     return out
 
 
@@ -117,7 +130,7 @@ def batch_metrics(
     for r in records:
         if r.result is None or r.guard is not None or r.rubric is None:
             continue
-        for c, v in zip(r.rubric.criteria, r.result.verdicts, strict=False):
+        for (name, weight, best), v in zip(_targets(r.rubric), r.result.verdicts, strict=False):
             verdicts += 1
             if v.error is not None:
                 failed += 1
@@ -127,10 +140,10 @@ def batch_metrics(
                 abstained += 1
                 ok = False
             else:
-                ok = criterion_passed(c.weight, c.best_value, v.value)
+                ok = criterion_passed(weight, best, v.value)
             passed += ok
             if fixed_rubric is not None:
-                per_criterion.setdefault(c.name, []).append(ok)
+                per_criterion.setdefault(name, []).append(ok)
     if verdicts:
         m["abstention_rate"] = abstained / verdicts
         m["failure_rate"] = failed / verdicts
