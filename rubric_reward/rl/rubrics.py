@@ -118,7 +118,9 @@ class RubricSource:
                           f"(looked in {len(self.library)} named rubric(s){where})")
 
     def _find(self, rubric_id: str) -> Path | None:
-        if self.rubric_dir is None or "\n" in rubric_id or len(rubric_id) > 200:
+        # ids name files inside rubric_dir only: no separators, no parent references
+        if (self.rubric_dir is None or len(rubric_id) > 200 or any(ch in rubric_id for ch in "/\\\n\0")
+                or rubric_id.startswith(".")):
             return None
         for suffix in ("", *_SUFFIXES):
             path = self.rubric_dir / f"{rubric_id}{suffix}"
