@@ -329,3 +329,15 @@ def test_from_config_yaml_and_plain_function(judge_server, tmp_path):
         RewardConfig(reward="best")
     with pytest.raises(ValueError, match="abstention"):
         RewardConfig(scoring={"abstention": "sometimes"})
+
+
+@pytest.mark.timeout(60)
+def test_reply_cache_makes_repeated_batches_free(reward_for, tmp_path):
+    reward, server = reward_for(cache=str(tmp_path / "judge-cache.sqlite"))
+    first = trl_call(reward, PROMPTS, COMPLETIONS)
+    calls = server.requests
+    hooks = Hooks()
+    assert trl_call(reward, PROMPTS, COMPLETIONS, hooks=hooks) == first
+    assert server.requests == calls  # every verdict came from the cache
+    assert hooks.metrics["rubric/judge_calls"] == [0.0] and hooks.metrics["rubric/cache_hits"] == [calls]
+    assert hooks.metrics["rubric/cost"] == [0.0]
