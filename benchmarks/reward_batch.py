@@ -105,16 +105,26 @@ def main(argv: list[str] | None = None) -> None:
         warm_p, warm_c = make_batch(1, 8, args.words)  # open the connection pools
         reward(prompts=warm_p, completions=[c + " warm" for c in warm_c])
         scorer.score_batch([(p, c + " warm") for p, c in zip(warm_p, warm_c, strict=True)])
-        a_wall, a_cpu, s_wall, s_cpu = [], [], [], []
-        for _ in range(args.repeats):  # interleaved, so drifting machine load hits both alike
-            w, c, out = timed(lambda: reward(**trl_kwargs))
-            assert all(x is not None for x in out), "unscored completions in the timed batch"
-            a_wall.append(w)
-            a_cpu.append(c)
-            w, c, res = timed(lambda: scorer.score_batch(list(zip(prompts, completions, strict=True))))
-            assert all(r.ok for r in res)
-            s_wall.append(w)
-            s_cpu.append(c)
+        a_wall, a_cpu, s_wall, s_cpu, d_wall, d_cpu = [], [], [], [], [], []
+        pairs = list(zip(prompts, completions, strict=True))
+        runs = {
+            "adapter": (lambda: reward(**trl_kwargs), a_wall, a_cpu),
+            "scorer": (lambda: scorer.score_batch(pairs), s_wall, s_cpu),
+            "scorer+deadline": (lambda: scorer.score_batch(pairs, deadline_s=reward.config.deadline_s), d_wall, d_cpu),
+        }
+        names = list(runs)
+        for i in range(args.repeats):  # interleaved in rotating order, so drifting load hits all alike
+            for name in names[i % 3:] + names[: i % 3]:
+                fn, walls, cpus = runs[name]
+                w, c, got = timed(fn)
+                walls.append(w)
+                cpus.append(c)
+                if name == "adapter":
+                    out = got
+                    assert all(x is not None for x in out), "unscored completions in the timed batch"
+                elif name == "scorer":
+                    res = got
+                    assert all(r.ok for r in res)
         assert [r.score for r in res] == out, "adapter and Scorer disagree"
         # the adapter's own work, isolated: the same call with the grader replaying these verdicts
         replay = [r for r in res]
@@ -130,15 +140,19 @@ def main(argv: list[str] | None = None) -> None:
         proc.terminate()
         proc.wait(5)
 
-    aw, sw, ac, sc = (statistics.median(x) for x in (a_wall, s_wall, a_cpu, s_cpu))
+    aw, sw, ac, sc, dw, dc = (statistics.median(x) for x in (a_wall, s_wall, a_cpu, s_cpu, d_wall, d_cpu))
     print(f"batch: {len(completions)} completions ({args.prompts} prompts x {args.generations}), "
           f"{args.criteria} criteria = {n_calls} judge calls, latency {args.latency_ms:g} ms, "
           f"concurrency {args.concurrency}, median of {args.repeats}")
     print(f"adapter wall        {aw * 1000:8.1f} ms   ideal {ideal * 1000:.0f} ms   ratio {aw / ideal:.3f} "
           f"(target <= 1.15)  [min {min(a_wall) * 1000:.1f} ms, ratio {min(a_wall) / ideal:.3f}]")
     print(f"Scorer.score_batch  {sw * 1000:8.1f} ms   ratio {sw / ideal:.3f}")
+    print(f"Scorer + deadline   {dw * 1000:8.1f} ms   ratio {dw / ideal:.3f}   (the adapter's default "
+          f"deadline_s={reward.config.deadline_s:g}, same batch)")
     print(f"adapter overhead    wall {100 * (aw / sw - 1):+6.2f}%   client CPU {100 * (ac / sc - 1):+6.2f}% "
-          f"({ac * 1000:.0f} vs {sc * 1000:.0f} ms) (target <= 5%)")
+          f"({ac * 1000:.0f} vs {sc * 1000:.0f} ms) over Scorer (target <= 5%)")
+    print(f"                    wall {100 * (aw / dw - 1):+6.2f}%   client CPU {100 * (ac / dc - 1):+6.2f}% "
+          f"({ac * 1000:.0f} vs {dc * 1000:.0f} ms) over Scorer with the same deadline")
     print(f"adapter's own work  {own * 1000:.1f} ms client CPU per batch with replayed verdicts "
           f"= {100 * own / sc:.2f}% of Scorer's CPU on the batch")
 

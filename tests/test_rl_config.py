@@ -86,3 +86,28 @@ def test_bind_reads_the_trainer_args():
     r = RubricReward(judge="m", base_url="http://127.0.0.1:9/v1", guards={"truncated": True})
     assert r.bind(SimpleNamespace(args=SimpleNamespace(max_completion_length=256))).max_completion_length == 256
     assert RubricReward(judge="m", guards={"max_completion_length": 64}).max_completion_length == 64
+
+
+def test_slot_waits_with_a_deadline_never_leak_a_slot():
+    """Every RL batch waits on the endpoint's slots with a deadline: expiry racing a hand-over stays exact."""
+    import asyncio
+    import random
+
+    from rubric_reward.judges.limits import Slots
+
+    slots = Slots(3)
+    rng = random.Random(0)
+    got = []
+
+    async def one():
+        if await slots.acquire(timeout=rng.choice([0.0005, 0.001, 0.002, 0.005, None])):
+            got.append(1)
+            await asyncio.sleep(rng.choice([0, 0.001]))
+            slots.release()
+
+    async def main():
+        await asyncio.gather(*(one() for _ in range(400)))
+
+    asyncio.run(main())
+    assert slots.in_use == 0 and slots._value == slots.capacity and not slots._waiters
+    assert 3 <= len(got) < 400  # some timed out, some got through
