@@ -341,3 +341,16 @@ def test_reply_cache_makes_repeated_batches_free(reward_for, tmp_path):
     assert server.requests == calls  # every verdict came from the cache
     assert hooks.metrics["rubric/judge_calls"] == [0.0] and hooks.metrics["rubric/cache_hits"] == [calls]
     assert hooks.metrics["rubric/cost"] == [0.0]
+
+
+@pytest.mark.timeout(60)
+def test_expected_score_reward_from_logprob_verdicts(judge_server):
+    server = judge_server({"apology": {"MET": 0.7, "UNMET": 0.3}})
+    reward = RubricReward(judge={"model": "judge", "logprobs": True}, base_url=server.base_url,
+                          rubric={"criteria": [{"name": "apology", "requirement": "Apologises."}]},
+                          reward="expected_score")
+    try:
+        (record,) = reward.score_batch(["p"], ["Sorry."])
+    finally:
+        reward.close()
+    assert record.reward == pytest.approx(0.7, abs=1e-6) and record.result.score == 1.0
