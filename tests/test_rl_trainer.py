@@ -51,8 +51,18 @@ def _finite_rubric_metrics(logged, *required):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_grpo_trainer_with_rubric_reward(judge_server, tmp_path):
+    import torch
     from datasets import Dataset
 
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a 64-wide model: thread hand-offs cost more than they save on a busy machine
+    try:
+        _run_all(judge_server, tmp_path, Dataset)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_all(judge_server, tmp_path, Dataset):
     model = build_tiny_qwen3(tmp_path / "tiny-qwen3")
     length_verdict = {"short": lambda r, b: "MET" if len(r) < 20 else "UNMET", "polite": "MET"}
     server = judge_server(length_verdict)
