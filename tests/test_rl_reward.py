@@ -271,7 +271,8 @@ def test_length_penalty_is_recorded_apart_from_the_score(reward_for):
 
 @pytest.mark.timeout(60)
 def test_reward_field_and_all_or_nothing(reward_for):
-    aon, _ = reward_for(scoring={"abstention": "zero", "all_or_nothing": True})
+    aon, _ = reward_for(scoring={"all_or_nothing": True})  # laid over the RL defaults: abstention stays zero
+    assert aon.scorer.grader.scoring.abstention == "zero"
     out = aon.score_batch(["p"] * 3, ["Sorry, refund.", "Sorry.", "Sorry you idiot, refund."])
     assert [r.reward for r in out] == [1.0, 0.0, 0.0]
     raw, _ = reward_for(reward="raw_score")

@@ -3,7 +3,8 @@
 The fields map 1:1 onto a YAML file (``RewardConfig.from_yaml(path)``); nested sections
 (``scoring``, ``grading``, ``guards``, ``length_penalty``) are plain mappings validated here, so a
 config stays picklable and printable. Defaults are the RL ones: abstention ``zero`` (under ``skip``
-a policy raises its reward by making criteria unassessable), judge failures unscored (``None``).
+a policy raises its reward by making criteria unassessable), judge failures unscored (``None``);
+``scoring`` fields given are laid over them, so ``{all_or_nothing: true}`` keeps abstention ``zero``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 __all__ = ["GuardConfig", "LengthPenalty", "RewardConfig"]
 
 _REWARD_FIELDS = ("score", "expected_score", "raw_score")
+RL_SCORING = {"abstention": "zero", "on_failure": "unscored"}  # what scoring fields not given default to
 
 
 def _check_keys(section: str, given: Mapping[str, Any], cls: type) -> None:
@@ -97,7 +99,7 @@ class RewardConfig:
     rubric_column: str = "rubric"
     rubric_dir: str | None = None
     rubrics: Any = None
-    scoring: Mapping[str, Any] = field(default_factory=lambda: {"abstention": "zero", "on_failure": "unscored"})
+    scoring: Mapping[str, Any] = field(default_factory=lambda: dict(RL_SCORING))
     grading: Mapping[str, Any] = field(default_factory=dict)
     reward: str = "score"
     strip_think: bool = True
@@ -140,7 +142,8 @@ class RewardConfig:
 
     # ------------------------------------------------------------------ derived
     def scoring_dict(self) -> dict[str, Any]:
-        return dict(self.scoring or {})
+        """ScoringConfig fields: the ones given, over the RL defaults (abstention zero, failures unscored)."""
+        return {**RL_SCORING, **dict(self.scoring or {})}
 
     def grading_dict(self) -> dict[str, Any]:
         d = dict(self.grading or {})

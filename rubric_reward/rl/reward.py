@@ -89,6 +89,9 @@ class RubricReward:
         self.config = RewardConfig.coerce(config, **overrides)
         self.__name__ = self.config.name
         self._init_runtime()
+        if str(self.config.scoring_dict().get("abstention", "skip")) == "skip":
+            log.warning("rubric reward: abstention 'skip' lets a policy raise its reward by making criteria "
+                        "unassessable; 'zero' (the reward default) or 'fail' is safer for RL")
 
     def _init_runtime(self) -> None:
         self._lock = threading.Lock()
@@ -302,27 +305,29 @@ class RubricReward:
                  log_metric: Callable[[str, float], None] | None = None, **columns: Any) -> list[float | None]:
         start = time.perf_counter()
         records = self.score_batch(prompts, completions, completion_ids=completion_ids, **columns)
-        return self._finish(records, prompts, start, log_extra, log_metric)
+        return self._finish(records, prompts, start, log_extra, log_metric, trainer_state)
 
     def _finish(self, records: list[RewardRecord], prompts: Sequence[Any] | None, start: float,
-                log_extra: Callable | None, log_metric: Callable | None) -> list[float | None]:
+                log_extra: Callable | None, log_metric: Callable | None, trainer_state: Any = None) -> list[float | None]:
         n = len(records)
         try:
-            self._report(records, prompts, time.perf_counter() - start, log_extra, log_metric)
+            step = getattr(trainer_state, "global_step", None)
+            self._report(records, prompts, time.perf_counter() - start, log_extra, log_metric, step)
         except Exception as exc:  # noqa: BLE001 - logging must never stop training
             log.error("rubric reward: could not log metrics: %s: %s", type(exc).__name__, exc)
         self._check_streak(records)
         return [r.reward for r in records][:n]
 
     def _report(self, records: list[RewardRecord], prompts: Sequence[Any] | None, batch_s: float,
-                log_extra: Callable | None, log_metric: Callable | None) -> None:
+                log_extra: Callable | None, log_metric: Callable | None, step: int | None = None) -> None:
         cfg = self.config
         unscored = [r for r in records if r.reward is None]
         if unscored:
             causes = Counter((r.error or "unknown").split("\n")[0][:200] for r in unscored)
             top, count = causes.most_common(1)[0]
-            log.warning("rubric reward: %d of %d completion(s) unscored (judge %s); most common cause (%dx): %s",
-                        len(unscored), len(records), ", ".join(self.judge_names), count, top)
+            where = f" at step {step}" if step is not None else ""
+            log.warning("rubric reward%s: %d of %d completion(s) unscored (judge %s); most common cause (%dx): %s",
+                        where, len(unscored), len(records), ", ".join(self.judge_names), count, top)
         prompt_keys = [_prompt_key(p) for p in prompts] if prompts is not None else [""] * len(records)
         metrics = batch_metrics(
             records, lengths=[r.length for r in records], prompt_keys=prompt_keys,
@@ -417,7 +422,7 @@ class AsyncRubricReward:
                        log_metric: Callable[[str, float], None] | None = None, **columns: Any) -> list[float | None]:
         start = time.perf_counter()
         records = await self.reward.ascore_batch(prompts, completions, completion_ids=completion_ids, **columns)
-        return self.reward._finish(records, prompts, start, log_extra, log_metric)
+        return self.reward._finish(records, prompts, start, log_extra, log_metric, trainer_state)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"reward": self.reward}
