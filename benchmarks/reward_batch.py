@@ -143,7 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     aw, sw, ac, sc, dw, dc = (statistics.median(x) for x in (a_wall, s_wall, a_cpu, s_cpu, d_wall, d_cpu))
     print(f"batch: {len(completions)} completions ({args.prompts} prompts x {args.generations}), "
           f"{args.criteria} criteria = {n_calls} judge calls, latency {args.latency_ms:g} ms, "
-          f"concurrency {args.concurrency}, median of {args.repeats}")
+          f"concurrency {args.concurrency}, median of {args.repeats}; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     print(f"adapter wall        {aw * 1000:8.1f} ms   ideal {ideal * 1000:.0f} ms   ratio {aw / ideal:.3f} "
           f"(target <= 1.15)  [min {min(a_wall) * 1000:.1f} ms, ratio {min(a_wall) / ideal:.3f}]")
     print(f"Scorer.score_batch  {sw * 1000:8.1f} ms   ratio {sw / ideal:.3f}")
