@@ -435,6 +435,7 @@ class AsyncRubricReward:
 
 
 _SHARED: dict[tuple[int, str], RubricReward] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 def rubric_rewards(prompts: Sequence[Any] | None, completions: Sequence[Any], rubrics: Sequence[Any] | Any = None, *,
@@ -453,17 +454,18 @@ def rubric_rewards(prompts: Sequence[Any] | None, completions: Sequence[Any], ru
     if isinstance(config, RubricReward) and not overrides:
         reward = config
     else:
-        cfg = RewardConfig.coerce(config, **overrides)
+        cfg = RewardConfig.coerce(config.config if isinstance(config, RubricReward) else config, **overrides)
         key = (os.getpid(), repr(cfg))
-        reward = _SHARED.get(key)
-        if reward is None:
-            if not _SHARED:
-                import atexit
+        with _SHARED_LOCK:
+            reward = _SHARED.get(key)
+            if reward is None:
+                if not _SHARED:
+                    import atexit
 
-                atexit.register(_close_shared)
-            if len(_SHARED) >= 8:
-                _SHARED.pop(next(iter(_SHARED))).close()
-            reward = _SHARED[key] = RubricReward(cfg)
+                    atexit.register(_close_shared)
+                if len(_SHARED) >= 8:
+                    _SHARED.pop(next(iter(_SHARED))).close()
+                reward = _SHARED[key] = RubricReward(cfg)
     columns = {} if rubrics is None else {reward.config.rubric_column: list(rubrics)}
     return reward(prompts, completions, **columns)
 
