@@ -22,13 +22,13 @@ RUBRIC = {"criteria": [{"name": "short", "requirement": "The answer is short."},
                        {"name": "polite", "requirement": "The answer is polite."}]}
 
 
-def _train(model_dir, out_dir, dataset, rewards):
+def _train(model_dir, out_dir, dataset, rewards, **extra):
     from trl import GRPOConfig, GRPOTrainer
 
     args = GRPOConfig(
         output_dir=str(out_dir), max_steps=2, per_device_train_batch_size=4, num_generations=4,
         max_completion_length=8, learning_rate=1e-4, logging_steps=1, save_strategy="no", report_to=[],
-        use_cpu=True, bf16=False, seed=0, disable_tqdm=True,
+        use_cpu=True, bf16=False, seed=0, disable_tqdm=True, **extra,
     )
     trainer = GRPOTrainer(model=str(model_dir), reward_funcs=rewards, args=args, train_dataset=dataset)
     trainer.train()
@@ -70,7 +70,7 @@ def _run_all(judge_server, tmp_path, Dataset):
     # 1. plain prompts, sync form, the only reward
     plain = Dataset.from_dict({"prompt": ["Write a short answer.", "Reply to the customer."]})
     reward = RubricReward(judge="judge", base_url=server.base_url, rubric=RUBRIC)
-    trainer, logged = _train(model, tmp_path / "plain", plain, reward)
+    trainer, logged = _train(model, tmp_path / "plain", plain, reward, log_completions=True)
     names = _finite_rubric_metrics(logged, "reward_mean", "unscored_frac", "judge_calls", "pass/short",
                                    "latency_p50_s", "cost_total", "guarded_frac")
     assert len(logged["rubric/reward_mean"]) == 2 and "rewards/rubric/mean" in logged
