@@ -111,3 +111,15 @@ def test_slot_waits_with_a_deadline_never_leak_a_slot():
     asyncio.run(main())
     assert slots.in_use == 0 and slots._value == slots.capacity and not slots._waiters
     assert 3 <= len(got) < 400  # some timed out, some got through
+
+
+def test_bad_judge_or_rubric_fails_at_construction(tmp_path):
+    from rubric_reward.rl import RubricReward
+
+    with pytest.raises(ValueError, match="temperature"):
+        RubricReward(judge={"model": "m", "temperature": 9}, rubric={"criteria": ["Ok?"]})
+    with pytest.raises(ValueError, match="a judge is needed"):
+        RubricReward(rubric={"criteria": ["Ok?"]})
+    with pytest.raises(ValueError, match="no such file"):
+        RubricReward(judge="m", rubric=str(tmp_path / "missing.yaml"))
+    RubricReward(rubric={"criteria": [{"name": "c", "check": "ifeval:punctuation:no_comma"}]})  # checks need none

@@ -89,6 +89,7 @@ class RubricReward:
         self.config = RewardConfig.coerce(config, **overrides)
         self.__name__ = self.config.name
         self._init_runtime()
+        self._validate()
         if str(self.config.scoring_dict().get("abstention", "skip")) == "skip":
             log.warning("rubric reward: abstention 'skip' lets a policy raise its reward by making criteria "
                         "unassessable; 'zero' (the reward default) or 'fail' is safer for RL")
@@ -101,9 +102,20 @@ class RubricReward:
         self._tokenizer: Any = None
         self._bound_max_len: int | None = None
         self._streak: list[Counter[str]] = []
-        self._logged_causes: set[str] = set()
         self.totals = RunningTotals()
         self.last_metrics: dict[str, float] = {}
+
+    def _validate(self) -> None:
+        """Fail at construction, not at the first training step, on a bad judge or fixed rubric."""
+        cfg = self.config
+        if cfg.judge is not None and not isinstance(cfg.judge, str):
+            from ..judges.config import JudgeConfig, load_judges
+
+            if not isinstance(cfg.judge, JudgeConfig):
+                load_judges(_with_base_url(cfg.judge, cfg.base_url))  # validates every field; builds no client
+        fixed = self.source.fixed
+        if fixed is not None and fixed.judged and cfg.judge is None:
+            raise ValueError(f"rubric reward: rubric {fixed.name!r} has judged criteria, so a judge is needed (judge=...)")
 
     @classmethod
     def from_config(cls, source: RewardConfig | Mapping[str, Any] | str | Path, **overrides: Any) -> RubricReward:
