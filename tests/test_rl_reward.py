@@ -267,6 +267,11 @@ def test_length_penalty_is_recorded_apart_from_the_score(reward_for):
     assert [r.score for r in records] == [1.0, 1.0, 1.0]
     assert [r.penalty for r in records] == pytest.approx([0.0, 0.2, 0.4])
     assert [r.reward for r in records] == pytest.approx([1.0, 0.8, 0.6])
+    import json
+
+    d = json.loads(json.dumps(records[1].to_dict()))
+    assert d["score"] == 1.0 and d["penalty"] == pytest.approx(0.2) and d["failed"] == []
+    assert d["result"]["verdicts"][0]["criterion"] == "apology"
 
 
 @pytest.mark.timeout(60)

@@ -56,6 +56,16 @@ class RewardRecord:
     rubric: Any = field(default=None, repr=False)
     error_kinds: tuple[str, ...] = ()
 
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready record (the result in full; the rubric by name)."""
+        return {
+            "reward": self.reward, "score": self.score, "penalty": self.penalty, "length": self.length,
+            "guard": self.guard, "error": self.error, "error_kinds": list(self.error_kinds),
+            "rubric": getattr(self.rubric, "name", None),
+            "failed": failed_criteria(self.result, self.rubric) if self.reward is not None and not self.guard else [],
+            "result": self.result.to_dict() if self.result is not None else None,
+        }
+
 
 def _prompt_key(prompt: Any) -> str:
     if prompt is None or isinstance(prompt, str):
