@@ -144,11 +144,11 @@ def build_splits(recipe: RecipeArguments) -> Any:
     elif fmt == "prompts":
         sizes = {k: options.pop(k) for k in split_keys if k in options}
         rows = data.load_prompt_rows(recipe.dataset_name, **options)
-        print(f"[grpo] {rows.describe()}", flush=True)
+        _say(f"[grpo] {rows.describe()}")
         splits = data.split_rows(rows, **sizes)
     else:
         raise ValueError(f"data.format must be 'advancedif' or 'prompts', got {fmt!r}")
-    print(f"[grpo] split: {splits.describe()}", flush=True)
+    _say(f"[grpo] split: {splits.describe()}")
     records = {s: data.to_dataset(splits[s]).to_list() if splits[s] else [] for s in data.SPLITS}
     return replace(splits, **records)
 
@@ -235,7 +235,18 @@ class _TrainerLog:
             Trainer.log(self.trainer, dict(metrics))
 
 
+def _is_main() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _say(text: str) -> None:
+    if _is_main():
+        print(text, flush=True)
+
+
 def _print_where(training: Any, extra: str = "") -> None:
+    if not _is_main():
+        return
     out = Path(training.output_dir).resolve()
     print(f"[grpo] output: {out} (checkpoints, monitor.jsonl, monitor.png, best/{extra})", flush=True)
 
@@ -246,7 +257,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any) -> Path | None:
 
     started = time.monotonic()
     splits = build_splits(recipe)
-    if int(os.environ.get("RANK", "0")) == 0:
+    if _is_main():
         splits.write_manifest(Path(training.output_dir) / "splits.json")
     reward = build_reward(recipe).bind(training)
     callbacks = []
