@@ -12,6 +12,7 @@ repeats the prompt (the whole prompt or its last user turn, once or several time
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,6 +39,11 @@ def _is_symbolic(text: str) -> bool:
 
 def _normal(text: str) -> str:
     return _EDGE.sub("", _SPACE.sub(" ", text.casefold())).strip()
+
+
+@functools.lru_cache(maxsize=32)
+def _phrase_set(phrases: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(_normal(p) for p in phrases)
 
 
 def _prompt_texts(prompt: Any) -> list[str]:
@@ -72,8 +78,7 @@ def screen_response(response: str, prompt: Any = None, *, phrases: Iterable[str]
     if _is_symbolic(response):
         return "punctuation"
     norm = _normal(response)
-    keys = MASTER_KEYS if phrases is None else tuple(phrases)
-    if norm in {_normal(k) for k in keys}:
+    if norm in _phrase_set(MASTER_KEYS if phrases is None else tuple(phrases)):
         return "master_key"
     if _only_repeats(norm, _prompt_texts(prompt)):
         return "prompt_echo"
