@@ -255,9 +255,10 @@ def test_truncation_guard_needs_a_length_and_takes_it_from_the_trainer(reward_fo
     reward, server = reward_for(guards={"truncated": True})
     with pytest.raises(ValueError, match="max_completion_length"):
         trl_call(reward, PROMPTS, COMPLETIONS)
-    reward.bind(SimpleNamespace(args=SimpleNamespace(max_completion_length=4)))
-    out = trl_call(reward, PROMPTS, COMPLETIONS, completion_ids=[[1, 2]] * 7 + [[1] * 4])
-    assert out[-1] == 0.0 and out[0] == 1.0
+    reward.bind(SimpleNamespace(args=SimpleNamespace(max_completion_length=4), eos_token_ids=[9]))
+    out = trl_call(reward, PROMPTS, COMPLETIONS, completion_ids=[[1, 1, 1, 9]] + [[1, 2]] * 6 + [[1] * 4])
+    assert out[-1] == 0.0  # "Sorry for the delay." would score 1/3, but it ran into the limit
+    assert out[0] == 1.0  # ended on its end-of-sequence token right at the limit: finished, judged
 
 
 @pytest.mark.timeout(60)

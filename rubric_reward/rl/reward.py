@@ -111,6 +111,7 @@ class RubricReward:
         self._loop: Any = None
         self._tokenizer: Any = None
         self._bound_max_len: int | None = None
+        self._eos_ids: frozenset[int] = frozenset()
         self._streak: list[Counter[str]] = []
         self.totals = RunningTotals()
         self.last_metrics: dict[str, float] = {}
@@ -134,21 +135,26 @@ class RubricReward:
 
     # ------------------------------------------------------------------ pickling: config only
     def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config, "max_completion_length": self._bound_max_len}
+        return {"config": self.config, "max_completion_length": self._bound_max_len, "eos_ids": self._eos_ids}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.config = state["config"]
         self.__name__ = self.config.name
         self._init_runtime()
         self._bound_max_len = state.get("max_completion_length")
+        self._eos_ids = state.get("eos_ids", frozenset())
 
     # ------------------------------------------------------------------ trainer settings
     def bind(self, trainer_or_args: Any) -> RubricReward:
-        """Take settings from a trainer (or its args): ``max_completion_length`` for the truncation guard."""
+        """Take settings from a trainer (or its args): ``max_completion_length`` for the truncation guard,
+        and, from a trainer, its end-of-sequence ids (a completion that ends on one at the limit finished)."""
         args = getattr(trainer_or_args, "args", trainer_or_args)
         value = getattr(args, "max_completion_length", None)
         if value is not None:
             self._bound_max_len = int(value)
+        eos = getattr(trainer_or_args, "eos_token_ids", None)
+        if eos:
+            self._eos_ids = frozenset(int(x) for x in eos)
         return self
 
     @property
@@ -262,7 +268,7 @@ class RubricReward:
                 continue
             ids = completion_ids[i] if completion_ids is not None else None
             length = self._length(text, ids, penalty_cfg)
-            if guards.truncated and ids is not None and len(ids) >= max_len:
+            if guards.truncated and ids is not None and len(ids) >= max_len and not (ids and ids[-1] in self._eos_ids):
                 records[i] = RewardRecord(guards.min_reward, guard="truncated", score=None, length=length,
                                           rubric=rubric)
                 continue
