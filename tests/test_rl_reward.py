@@ -361,3 +361,12 @@ def test_expected_score_reward_from_logprob_verdicts(judge_server):
     finally:
         reward.close()
     assert record.reward == pytest.approx(0.7, abs=1e-6) and record.result.score == 1.0
+
+
+@pytest.mark.timeout(60)
+def test_ensemble_of_judges(reward_for):
+    reward, server = reward_for(judge=[{"model": "judge-a"}, {"model": "judge-b", "samples": 2}])
+    out = trl_call(reward, PROMPTS[:1] * 2, COMPLETIONS[:8])
+    assert out[:4] == [1.0, pytest.approx(1 / 3), pytest.approx(2 / 3), pytest.approx(2 / 3)]
+    assert {b["model"] for b in server.bodies} == {"judge-a", "judge-b"}
+    assert server.requests == 7 * 3 * 3  # 7 unique completions x 3 criteria x (1 + 2 samples)
