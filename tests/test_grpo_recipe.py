@@ -214,7 +214,8 @@ def test_two_processes_share_the_judge_limit_and_monitor_once(tmp_path: Path, ti
 @pytest.mark.slow
 @pytest.mark.vllm
 @pytest.mark.timeout(600)
-def test_vllm_colocate_generation(tmp_path: Path, tiny_model: Path, judge_server) -> None:
+def test_vllm_colocate_generation(tmp_path: Path, judge_server) -> None:
+    from rubric_reward.testing.tiny_model import build_tiny_qwen3
     from rubric_reward.testing.vllm_server import VLLMUnavailable, find_vllm_python
 
     try:
@@ -226,6 +227,7 @@ def test_vllm_colocate_generation(tmp_path: Path, tiny_model: Path, judge_server
     probe = subprocess.run([python, "-c", "import trl, peft"], capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.fail(f"the vLLM venv has no trl/peft (rerun scripts/setup_vllm_cpu.sh): {probe.stderr[-300:]}")
+    tiny_model = build_tiny_qwen3(tmp_path / "qwen3", hidden_size=128, heads=2)  # vLLM's CPU attention: head_dim 64
     server = judge_server({}, default=_judge)
     out = tmp_path / "run"
     cmd = [python, "train/grpo.py", "--config", str(TINY), "--model_name_or_path", str(tiny_model),
