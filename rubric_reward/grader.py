@@ -26,6 +26,7 @@ from .prompts import Exemplar, JudgeCall, PromptError, parse_reply, reask_messag
 from .results import CallRecord, ErrorKind, JudgeError, ScoreResult, Verdict
 from .rubric import Criterion, Rubric
 from .scoring import ScoringConfig, score_verdicts
+from .screening import screen_response
 
 __all__ = ["Grader", "GradingConfig"]
 
@@ -47,6 +48,8 @@ class GradingConfig:
     binary_aggregation: str = "majority"
     ordinal_aggregation: str = "mean"
     batch_deadline_s: float | None = None  # grade_many: calls unfinished by then become DEADLINE failures
+    screen_degenerate: bool = True  # degenerate responses get the minimum score with no judge call (screening.py)
+    screen_phrases: tuple[str, ...] | None = None  # bare phrases counted as degenerate (None: screening.MASTER_KEYS)
 
     def __post_init__(self) -> None:
         if self.binary_aggregation not in BINARY_METHODS:
@@ -55,6 +58,8 @@ class GradingConfig:
         if self.ordinal_aggregation not in ORDINAL_METHODS:
             raise ValueError(f"GradingConfig.ordinal_aggregation must be one of {ORDINAL_METHODS}, "
                              f"got {self.ordinal_aggregation!r}")
+        if self.screen_phrases is not None and not isinstance(self.screen_phrases, tuple):
+            object.__setattr__(self, "screen_phrases", tuple(str(p) for p in self.screen_phrases))
         if self.batch_deadline_s is not None and self.batch_deadline_s <= 0:
             raise ValueError(f"GradingConfig.batch_deadline_s must be positive, got {self.batch_deadline_s}")
 
@@ -81,6 +86,10 @@ class Grader:
     async def grade(self, rubric: Rubric, item: Item) -> ScoreResult:
         """Grade one item; failures come back as data, never as exceptions."""
         try:
+            if self.config.screen_degenerate and rubric.judged:
+                reason = screen_response(item.response, item.prompt, phrases=self.config.screen_phrases)
+                if reason is not None:
+                    return _screened(rubric, item, reason)
             return await self._grade(rubric, item)
         except asyncio.CancelledError:
             raise
@@ -324,6 +333,18 @@ def _check_verdict(criterion: Criterion, item: Item) -> Verdict:
     value = 1.0 if passed else 0.0
     return Verdict(criterion.name, "MET" if passed else "UNMET", value,
                    reason=f"programmatic check {criterion.check}: {'passed' if passed else 'failed'}", judge="check")
+
+
+def _screened(rubric: Rubric, item: Item, reason: str) -> ScoreResult:
+    """The minimum score for a degenerate response, every criterion at its worst, no judge call."""
+    why = f"not judged: degenerate response ({reason})"
+    verdicts = []
+    for c in rubric.criteria:
+        worst = c.worst_value if c.weight > 0 else c.best_value
+        label = next((o.label for o in c.options if o.value == worst), None)
+        verdicts.append(Verdict(c.name, label, worst, reason=why, judge="screen"))
+    return ScoreResult(0.0, tuple(verdicts), raw_score=0.0, expected_score=0.0,
+                       metadata={**_meta(item), "screened": reason})
 
 
 def _meta(item: Item) -> dict[str, Any]:

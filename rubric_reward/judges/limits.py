@@ -43,6 +43,11 @@ WINDOW_SLACK_S = 1.0  # rate windows are paced over 61 s, so jitter up to 1 s ne
 
 
 # ---------------------------------------------------------------------------- concurrency
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError())
+
+
 class Slots:
     """A FIFO counting semaphore usable from any event loop and thread."""
 
@@ -75,11 +80,10 @@ class Slots:
             entry = (loop, loop.create_future())
             self._waiters.append(entry)
         fut = entry[1]
+        # a bare timer, not asyncio.wait_for: every call of a batch with a deadline waits here
+        timer = None if timeout is None else entry[0].call_later(timeout, _expire, fut)
         try:
-            if timeout is None:
-                await fut
-            else:
-                await asyncio.wait_for(fut, timeout)
+            await fut
             return True
         except (asyncio.CancelledError, TimeoutError) as exc:
             with self._lock:
@@ -88,12 +92,15 @@ class Slots:
                     handed_over = False
                 except ValueError:
                     handed_over = True
-            if handed_over and fut.done() and not fut.cancelled():
+            if handed_over and fut.done() and not fut.cancelled() and fut.exception() is None:
                 self.release()  # granted just as we gave up: pass it on
             # handed over but not yet granted: _grant sees the cancelled future and passes it on
             if isinstance(exc, TimeoutError):
                 return False
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     def release(self) -> None:
         with self._lock:

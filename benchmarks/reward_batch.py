@@ -1,0 +1,176 @@
+"""One GRPO-sized batch through the reward adapter (a benchmark, not a timed test).
+
+64 completions (8 prompts x 8 generations) against a 10-criterion rubric = 640 judge calls, sent to
+the scripted loopback judge at 50 ms latency with concurrency 64. It prints:
+
+* the adapter's wall time (``RubricReward.__call__`` exactly as TRL calls it, metrics and
+  per-completion logging included) against the ideal ceil(640 / 64) x 50 ms (target <= 1.15x);
+* the adapter's overhead over ``Scorer.score_batch`` on the same batch (target <= 5%), in wall time
+  and in client CPU time (less noisy on a shared machine), runs interleaved, medians reported; and
+  the adapter's own work isolated (the same call with the grader replaying the batch's verdicts);
+* with half of each group's completions duplicated, the judge calls the server saw against the
+  unique completions x criteria (target: equal).
+
+The timed server runs in its own process (``python -m rubric_reward.testing.judge_server``) so it
+does not share the client's GIL; the duplicate count uses an in-process server, which counts requests.
+
+    python benchmarks/reward_batch.py [--prompts 8] [--generations 8] [--criteria 10]
+                                      [--latency-ms 50] [--concurrency 64] [--repeats 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rubric_reward import Scorer  # noqa: E402
+from rubric_reward.rl import RubricReward  # noqa: E402
+from rubric_reward.testing.judge_server import JudgeServer, ScriptedJudge  # noqa: E402
+
+WORDS = ("the quick brown fox jumps over a lazy dog while careful graders read every claim and check "
+         "each cited source against the stated requirement before any verdict is written down").split()
+
+
+def make_rubric(n: int) -> dict:
+    return {"name": "bench", "criteria": [
+        {"name": f"criterion_{i}", "requirement": f"The response addresses aspect {i} of the task completely."}
+        for i in range(n)
+    ]}
+
+
+def make_batch(prompts: int, generations: int, words: int, duplicate_half: bool = False) -> tuple[list, list]:
+    ps, cs = [], []
+    for p in range(prompts):
+        prompt = f"Question {p}: explain how rubric-based rewards work, with an example."
+        for g in range(generations):
+            k = g % max(1, generations // 2) if duplicate_half else g
+            body = " ".join(WORDS[(p * 7 + k + j) % len(WORDS)] for j in range(words))
+            ps.append(prompt)
+            cs.append(f"[{p}.{k}] {body}")
+    return ps, cs
+
+
+def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rubric_reward.testing.judge_server", "--port", "0", "--latency-ms", str(latency_ms)],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    line = proc.stdout.readline()
+    if not line.startswith("PORT "):
+        raise RuntimeError(f"judge server did not start: {line!r}")
+    return proc, f"http://127.0.0.1:{int(line.split()[1])}/v1"
+
+
+def timed(fn) -> tuple[float, float, object]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    return time.perf_counter() - wall, time.process_time() - cpu, out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--generations", type=int, default=8)
+    ap.add_argument("--criteria", type=int, default=10)
+    ap.add_argument("--words", type=int, default=120)
+    ap.add_argument("--latency-ms", type=float, default=50.0)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=7)
+    args = ap.parse_args(argv)
+
+    rubric = make_rubric(args.criteria)
+    prompts, completions = make_batch(args.prompts, args.generations, args.words)
+    n_calls = len(completions) * args.criteria
+    ideal = math.ceil(n_calls / args.concurrency) * args.latency_ms / 1000
+
+    proc, url = start_server(args.latency_ms)
+    judge = {"model": "judge", "base_url": url, "max_concurrency": args.concurrency, "limit_scope": "process"}
+    reward = RubricReward(judge=judge, rubric=rubric)
+    scorer = Scorer(rubric, [judge], scoring={"abstention": "zero"})
+    metrics: dict[str, float] = {}
+    trl_kwargs = dict(
+        prompts=prompts, completions=completions, completion_ids=[[0] * 150 for _ in completions],
+        trainer_state=None, log_metric=metrics.__setitem__, log_extra=lambda *_: None,
+    )
+    try:
+        warm_p, warm_c = make_batch(1, 8, args.words)  # open the connection pools
+        reward(prompts=warm_p, completions=[c + " warm" for c in warm_c])
+        scorer.score_batch([(p, c + " warm") for p, c in zip(warm_p, warm_c, strict=True)])
+        a_wall, a_cpu, s_wall, s_cpu, d_wall, d_cpu = [], [], [], [], [], []
+        pairs = list(zip(prompts, completions, strict=True))
+        runs = {
+            "adapter": (lambda: reward(**trl_kwargs), a_wall, a_cpu),
+            "scorer": (lambda: scorer.score_batch(pairs), s_wall, s_cpu),
+            "scorer+deadline": (lambda: scorer.score_batch(pairs, deadline_s=reward.config.deadline_s), d_wall, d_cpu),
+        }
+        names = list(runs)
+        for i in range(args.repeats):  # interleaved in rotating order, so drifting load hits all alike
+            for name in names[i % 3:] + names[: i % 3]:
+                fn, walls, cpus = runs[name]
+                w, c, got = timed(fn)
+                walls.append(w)
+                cpus.append(c)
+                if name == "adapter":
+                    out = got
+                    assert all(x is not None for x in out), "unscored completions in the timed batch"
+                elif name == "scorer":
+                    res = got
+                    assert all(r.ok for r in res)
+        assert [r.score for r in res] == out, "adapter and Scorer disagree"
+        # the adapter's own work, isolated: the same call with the grader replaying these verdicts
+        replay = [r for r in res]
+
+        async def replayed(pairs, **_):
+            return replay[: len(pairs)]
+
+        reward.scorer.grader.grade_many = replayed
+        own = statistics.median(timed(lambda: reward(**trl_kwargs))[1] for _ in range(20))
+    finally:
+        reward.close()
+        scorer.close()
+        proc.terminate()
+        proc.wait(5)
+
+    aw, sw, ac, sc, dw, dc = (statistics.median(x) for x in (a_wall, s_wall, a_cpu, s_cpu, d_wall, d_cpu))
+    print(f"batch: {len(completions)} completions ({args.prompts} prompts x {args.generations}), "
+          f"{args.criteria} criteria = {n_calls} judge calls, latency {args.latency_ms:g} ms, "
+          f"concurrency {args.concurrency}, median of {args.repeats}; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+    print(f"adapter wall        {aw * 1000:8.1f} ms   ideal {ideal * 1000:.0f} ms   ratio {aw / ideal:.3f} "
+          f"(target <= 1.15)  [min {min(a_wall) * 1000:.1f} ms, ratio {min(a_wall) / ideal:.3f}]")
+    print(f"Scorer.score_batch  {sw * 1000:8.1f} ms   ratio {sw / ideal:.3f}")
+    print(f"Scorer + deadline   {dw * 1000:8.1f} ms   ratio {dw / ideal:.3f}   (the adapter's default "
+          f"deadline_s={reward.config.deadline_s:g}, same batch)")
+    print(f"adapter overhead    wall {100 * (aw / sw - 1):+6.2f}%   client CPU {100 * (ac / sc - 1):+6.2f}% "
+          f"({ac * 1000:.0f} vs {sc * 1000:.0f} ms) over Scorer (target <= 5%)")
+    print(f"                    wall {100 * (aw / dw - 1):+6.2f}%   client CPU {100 * (ac / dc - 1):+6.2f}% "
+          f"({ac * 1000:.0f} vs {dc * 1000:.0f} ms) over Scorer with the same deadline")
+    print(f"adapter's own work  {own * 1000:.1f} ms client CPU per batch with replayed verdicts "
+          f"= {100 * own / sc:.2f}% of Scorer's CPU on the batch")
+
+    # duplicates: half of each group repeats the other half
+    dup_p, dup_c = make_batch(args.prompts, args.generations, args.words, duplicate_half=True)
+    unique = len(set(zip(dup_p, dup_c, strict=True)))
+    with JudgeServer(ScriptedJudge(), record_bodies=False) as server:
+        rr = RubricReward(judge={**judge, "base_url": server.base_url}, rubric=rubric)
+        try:
+            out = rr(prompts=dup_p, completions=dup_c)
+        finally:
+            rr.close()
+        calls = server.requests
+    assert all(x is not None for x in out)
+    print(f"duplicates          {len(dup_c)} completions, {unique} unique -> {calls} judge calls "
+          f"(unique x criteria = {unique * args.criteria}; target: equal)")
+
+
+if __name__ == "__main__":
+    main()

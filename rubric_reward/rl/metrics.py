@@ -1,0 +1,203 @@
+"""Per-step reward metrics: what the judge did for one batch, as flat ``prefix/name -> float``.
+
+Pure functions of the batch's records (no I/O); only finite values are returned, so a trainer's
+logs never see a NaN from here. Cumulative figures (cost) live in :class:`RunningTotals`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..rubric import Rubric
+    from .reward import RewardRecord
+
+__all__ = ["RunningTotals", "batch_metrics", "criterion_passed", "failed_criteria"]
+
+_EPS = 1e-9
+_UNSAFE = re.compile(r"[^\w.-]+")
+
+
+@dataclass
+class RunningTotals:
+    """Figures summed over the life of one reward object (one process)."""
+
+    steps: int = 0
+    cost: float = 0.0
+    judge_calls: int = 0
+    completions: int = 0
+
+
+def criterion_passed(weight: float, best: float, value: float) -> bool:
+    """A criterion is passed when it reaches its best value (a penalty: when the flaw is absent)."""
+    return value >= best - _EPS if weight > 0 else value <= _EPS
+
+
+_TARGETS: dict[int, tuple[Any, list[tuple[str, float, float]]]] = {}
+
+
+def _targets(rubric: Rubric) -> list[tuple[str, float, float]]:
+    """(name, weight, best value) per criterion, memoised per rubric object (best_value is a max)."""
+    hit = _TARGETS.get(id(rubric))
+    if hit is None or hit[0] is not rubric:
+        if len(_TARGETS) > 4096:
+            _TARGETS.clear()
+        hit = _TARGETS[id(rubric)] = (rubric, [(c.name, c.weight, c.best_value) for c in rubric.criteria])
+    return hit[1]
+
+
+def failed_criteria(result: Any, rubric: Rubric | None) -> list[str]:
+    """Names of criteria a scored result did not pass (abstentions and failures included)."""
+    if result is None or rubric is None:
+        return []
+    out = []
+    for (name, weight, best), v in zip(_targets(rubric), result.verdicts, strict=False):
+        if v.error is not None or v.value is None or not criterion_passed(weight, best, v.value):
+            out.append(name)
+    return out
+
+
+def _quantile(xs: Sequence[float], q: float) -> float:
+    s = sorted(xs)
+    pos = q * (len(s) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def _spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
+        return None
+    from ..stats.agreement import spearman
+
+    res = spearman(list(x), list(y))
+    return None if res is None or not math.isfinite(res.statistic) else res.statistic
+
+
+def _groups(prompt_keys: Sequence[str]) -> list[list[int]]:
+    """Runs of equal consecutive prompts (TRL repeats each prompt ``num_generations`` times in a row)."""
+    groups: list[list[int]] = []
+    for i, k in enumerate(prompt_keys):
+        if groups and prompt_keys[groups[-1][0]] == k:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def batch_metrics(
+    records: Sequence[RewardRecord],
+    *,
+    lengths: Sequence[int],
+    prompt_keys: Sequence[str],
+    fixed_rubric: Rubric | None,
+    totals: RunningTotals,
+    batch_s: float,
+    prefix: str = "rubric",
+    max_criteria: int = 20,
+) -> dict[str, float]:
+    """The metrics of one batch (see docs/rewards.md for the list)."""
+    n = len(records)
+    m: dict[str, float] = {}
+    if n == 0:
+        return m
+    rewards = [r.reward for r in records]
+    scored = [x for x in rewards if x is not None]
+    if scored:
+        m["reward_mean"] = sum(scored) / len(scored)
+        m["reward_std"] = math.sqrt(sum((x - m["reward_mean"]) ** 2 for x in scored) / len(scored))
+    judged = [r.score for r in records if r.score is not None and r.guard is None]
+    if judged:
+        m["score_mean"] = sum(judged) / len(judged)
+    m["unscored_frac"] = sum(x is None for x in rewards) / n
+
+    guards = Counter(r.guard for r in records if r.guard)
+    m["guarded_frac"] = sum(guards.values()) / n
+    for name, count in guards.items():
+        m[f"guard/{name}_frac"] = count / n
+    penalties = [r.penalty for r in records if r.reward is not None]
+    if any(penalties):
+        m["length_penalty_mean"] = sum(penalties) / len(penalties)
+
+    # verdict-level figures over the judged completions (guarded ones were never put to the judge)
+    verdicts = passed = abstained = failed = 0
+    kinds: Counter[str] = Counter()
+    per_criterion: dict[str, list[int]] = {}
+    for r in records:
+        if r.result is None or r.guard is not None or r.rubric is None:
+            continue
+        for (name, weight, best), v in zip(_targets(r.rubric), r.result.verdicts, strict=False):
+            verdicts += 1
+            if v.error is not None:
+                failed += 1
+                kinds[v.error.kind.value] += 1
+                continue
+            if v.abstained or v.value is None:
+                abstained += 1
+                ok = False
+            else:
+                ok = criterion_passed(weight, best, v.value)
+            passed += ok
+            if fixed_rubric is not None:
+                per_criterion.setdefault(name, []).append(ok)
+    if verdicts:
+        m["abstention_rate"] = abstained / verdicts
+        m["failure_rate"] = failed / verdicts
+        for kind, count in kinds.items():
+            m[f"failures/{kind}"] = count / verdicts
+        if verdicts - failed:
+            m["pass_rate"] = passed / (verdicts - failed)
+    for name in list(per_criterion)[:max_criteria]:
+        oks = per_criterion[name]
+        m[f"pass/{_UNSAFE.sub('_', name)}"] = sum(oks) / len(oks)
+
+    # calls, cost and latency: once per distinct result (duplicates share the same result object)
+    seen: set[int] = set()
+    calls = hits = tokens = 0
+    cost = 0.0
+    latencies: list[float] = []
+    for r in records:
+        if r.result is None or id(r.result) in seen:
+            continue
+        seen.add(id(r.result))
+        for call in r.result.calls:
+            if call.cached:
+                hits += 1
+            else:
+                calls += 1
+                latencies.append(call.latency_s)
+            tokens += call.usage.total_tokens
+            cost += call.cost if not call.cached else 0.0
+    totals.steps += 1
+    totals.cost += cost
+    totals.judge_calls += calls
+    totals.completions += n
+    m["judge_calls"] = float(calls)
+    m["cache_hits"] = float(hits)
+    m["unique_frac"] = len(seen) / n
+    m["tokens"] = float(tokens)
+    m["cost"] = cost
+    m["cost_total"] = totals.cost
+    if latencies:
+        m["latency_p50_s"] = _quantile(latencies, 0.5)
+        m["latency_p95_s"] = _quantile(latencies, 0.95)
+    m["batch_s"] = batch_s
+
+    pairs = [(r.reward, float(ln)) for r, ln in zip(records, lengths, strict=True) if r.reward is not None]
+    rho = _spearman([p[0] for p in pairs], [p[1] for p in pairs])
+    if rho is not None:
+        m["reward_length_spearman"] = rho
+
+    groups = [g for g in _groups(prompt_keys) if len(g) > 1]
+    if groups:
+        flat = 0
+        for g in groups:
+            vals = [rewards[i] for i in g if rewards[i] is not None]
+            flat += len(vals) < 2 or max(vals) - min(vals) <= _EPS
+        m["zero_spread_groups"] = flat / len(groups)
+
+    return {f"{prefix}/{k}": float(v) for k, v in m.items() if v is not None and math.isfinite(v)}

@@ -1,0 +1,398 @@
+"""The GRPO recipe behind ``train/grpo.py``: its arguments and the functions that build each part.
+
+``train/grpo.py`` parses ``(RecipeArguments, GRPOConfig, ModelConfig)`` with TRL's ``TrlParser`` (YAML, then
+the command line; every ``GRPOConfig`` and ``ModelConfig`` field works in both) and calls :func:`run`, which
+
+1. loads the prompts and makes the seeded train / selection / report split (:func:`build_splits`);
+2. builds the reward (:func:`build_reward`: a :class:`~rubric_reward.rl.RubricReward` from ``reward_config``
+   with ``judge`` / ``judge_base_url`` / ``rubric`` overriding it);
+3. builds the checkpoint monitor (:func:`build_monitor`, on the selection split);
+4. trains with TRL's ``GRPOTrainer`` (LoRA when ``use_peft``), resuming with ``resume_from_checkpoint``;
+5. writes the final report (:func:`final_report`): base vs best checkpoint on the report split, an optional
+   second judge, IFEval transfer; ``summary.md`` + ``summary.json`` in ``output_dir``.
+
+All heavy imports (torch, transformers, trl) happen inside the functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DEFAULT_CONFIG", "RecipeArguments", "build_dataset", "build_monitor", "build_reward", "build_splits",
+           "final_report", "parse_args", "run"]
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "grpo" / "offline_default.yaml"
+
+
+def _maybe_structured(value: Any) -> Any:
+    """A command-line string holding a JSON/YAML mapping or list becomes that object; other values pass."""
+    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+        import yaml
+
+        try:
+            return yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"could not parse {value[:80]!r} as YAML/JSON: {exc}") from None
+    return value
+
+
+@dataclass
+class RecipeArguments:
+    """Data, reward, monitor and report settings of the GRPO recipe (the rest is ``GRPOConfig``/``ModelConfig``).
+
+    Mapping-valued fields take a YAML mapping in the config file, or a JSON string on the command line.
+    """
+
+    # ---------------------------------------------------------------- data
+    dataset_name: str = field(default="offline", metadata={"help": (
+        "'offline' (the bundled prompts and rubrics), 'facebook/AdvancedIF' (downloaded at run time), or a local "
+        "AdvancedIF CSV / JSONL / save_to_disk folder")})
+    data: dict | str | None = field(default=None, metadata={"help": (
+        "loader and split options of rubric_reward.rl.data (split sizes, seed, benchmarks, bad-row policy)")})
+    # ---------------------------------------------------------------- reward
+    reward_config: dict | str | None = field(default=None, metadata={"help": (
+        "RewardConfig fields (a mapping) or a reward YAML path; judge/judge_base_url/rubric below override it")})
+    judge: dict | str | None = field(default=None, metadata={"help": (
+        "the training judge: a model string, a JudgeConfig mapping, a judge YAML path or a list (ensemble)")})
+    judge_base_url: str | None = field(default=None, metadata={"help": "OpenAI-compatible endpoint of the judge"})
+    rubric: str | None = field(default=None, metadata={"help": (
+        "one fixed rubric for every prompt (path); default: each row's rubric column")})
+    # ---------------------------------------------------------------- monitor
+    monitor: bool = field(default=True, metadata={"help": "score the base model and every saved checkpoint"})
+    monitor_judge: dict | str | None = field(default=None, metadata={"help": (
+        "judge of the monitor and the report (default: the training judge); another family shows judge coupling")})
+    monitor_judge_base_url: str | None = None
+    generation_backend: str = field(default="transformers", metadata={"help": (
+        "greedy generation for monitor and report: transformers, vllm or openai")})
+    generation_base_url: str | None = None
+    eval_max_new_tokens: int = field(default=256, metadata={"help": "token limit of monitor/report completions"})
+    eval_batch_size: int = 8
+    bootstrap_resamples: int = 2000
+    confidence: float = 0.95
+    # ---------------------------------------------------------------- final report
+    final_report: bool = field(default=True, metadata={"help": "base vs best on the report split, then IFEval"})
+    second_judge: dict | str | None = field(default=None, metadata={"help": (
+        "optional second judge: its view of the same report-split completions")})
+    second_judge_base_url: str | None = None
+    ifeval: bool = field(default=True, metadata={"help": "IFEval transfer evaluation of base vs best"})
+    ifeval_limit: int | None = field(default=None, metadata={"help": "a seeded subset of N IFEval prompts"})
+    ifeval_seed: int = 0
+    ifeval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: eval_max_new_tokens"})
+
+    def __post_init__(self) -> None:
+        for name in ("data", "reward_config", "judge", "monitor_judge", "second_judge"):
+            setattr(self, name, _maybe_structured(getattr(self, name)))
+        if isinstance(self.data, str):
+            raise ValueError(f"data: expected a mapping of rubric_reward.rl.data options, got {self.data!r}")
+        if self.generation_backend not in ("transformers", "vllm", "openai"):
+            raise ValueError(f"generation_backend must be transformers, vllm or openai, got {self.generation_backend!r}")
+        for name in ("eval_max_new_tokens", "eval_batch_size", "bootstrap_resamples"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.ifeval_limit is not None and self.ifeval_limit < 1:
+            raise ValueError(f"ifeval_limit must be positive or null, got {self.ifeval_limit}")
+
+
+# ------------------------------------------------------------------------------------------ parsing
+
+
+def parse_args(argv: Sequence[str] | None = None, *, default_config: str | Path | None = None
+               ) -> tuple[RecipeArguments, Any, Any]:
+    """``(recipe, GRPOConfig, ModelConfig)`` from ``--config YAML`` and flags; ``default_config`` (else the
+    offline default) when no ``--config`` is given."""
+    from trl import GRPOConfig, ModelConfig, TrlParser
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--config" not in argv:
+        argv = ["--config", str(default_config or DEFAULT_CONFIG), *argv]
+    parser = TrlParser((RecipeArguments, GRPOConfig, ModelConfig))
+    recipe, training, model = parser.parse_args_and_config(argv)
+    if not model.model_name_or_path:
+        raise ValueError("model_name_or_path is required (in the config or as --model_name_or_path)")
+    return recipe, training, model
+
+
+# ------------------------------------------------------------------------------------------ building
+
+
+def build_splits(recipe: RecipeArguments) -> Any:
+    """The train / selection / report splits, each a list of rows as the trainer sees them (``prompt``
+    messages, ``rubric`` as JSON text, ``id``, ``benchmark``).
+
+    ``data`` holds the options of :mod:`rubric_reward.rl.data`: ``format`` (``advancedif``, or ``prompts`` for
+    rows with ``prompt``/``rubric`` columns; default ``prompts`` for ``offline``, else ``advancedif``), the
+    split sizes ``train``/``selection``/``report``, ``seed``, ``benchmarks``, ``on_bad_row`` and the
+    loader's field names.
+    """
+    from dataclasses import replace
+
+    from . import data
+
+    options = dict(recipe.data or {})
+    fmt = options.pop("format", "prompts" if recipe.dataset_name == "offline" else "advancedif")
+    split_keys = ("train", "selection", "report", "seed", "stratify")
+    if fmt == "advancedif":
+        splits = data.load_advancedif_splits(recipe.dataset_name, **options)
+    elif fmt == "prompts":
+        sizes = {k: options.pop(k) for k in split_keys if k in options}
+        rows = data.load_prompt_rows(recipe.dataset_name, **options)
+        _say(f"[grpo] {rows.describe()}")
+        splits = data.split_rows(rows, **sizes)
+    else:
+        raise ValueError(f"data.format must be 'advancedif' or 'prompts', got {fmt!r}")
+    _say(f"[grpo] split: {splits.describe()}")
+    records = {s: data.to_dataset(splits[s]).to_list() if splits[s] else [] for s in data.SPLITS}
+    return replace(splits, **records)
+
+
+def build_dataset(rows: Sequence[Mapping[str, Any]]) -> Any:
+    """A ``datasets.Dataset`` of the training rows (columns other than ``prompt`` reach the reward)."""
+    from datasets import Dataset
+
+    return Dataset.from_list([dict(r) for r in rows])
+
+
+def _with_base_url(judge: Any, base_url: str) -> Any:
+    """Put ``base_url`` into JudgeConfig mappings (a model string takes it through RewardConfig.base_url)."""
+    if isinstance(judge, Mapping):
+        return {**judge, "base_url": base_url}
+    if isinstance(judge, list):
+        return [_with_base_url(j, base_url) for j in judge]
+    return judge
+
+
+def reward_config(recipe: RecipeArguments, *, judge: Any = None, base_url: str | None = None) -> Any:
+    """The RewardConfig: ``reward_config`` with the recipe's (or the given) judge, base URL and rubric on top."""
+    from .config import RewardConfig
+
+    base = RewardConfig.coerce(recipe.reward_config)
+    overrides: dict[str, Any] = {}
+    judge = judge if judge is not None else recipe.judge
+    base_url = base_url or recipe.judge_base_url
+    if judge is not None:
+        overrides["judge"] = judge
+    if base_url is not None:
+        overrides["base_url"] = base_url
+        overrides["judge"] = _with_base_url(overrides.get("judge", base.judge), base_url)
+    if recipe.rubric is not None:
+        overrides["rubric"] = recipe.rubric
+    return base.replace(**overrides) if overrides else base
+
+
+def build_reward(recipe: RecipeArguments, *, judge: Any = None, base_url: str | None = None) -> Any:
+    """The training reward (or, with ``judge``/``base_url``, the same reward judged by another judge)."""
+    from . import RubricReward
+
+    return RubricReward(reward_config(recipe, judge=judge, base_url=base_url))
+
+
+def _monitor_reward(recipe: RecipeArguments, training_reward: Any) -> Any:
+    if recipe.monitor_judge is None and recipe.monitor_judge_base_url is None:
+        return training_reward
+    return build_reward(recipe, judge=recipe.monitor_judge, base_url=recipe.monitor_judge_base_url)
+
+
+def generation_kwargs(recipe: RecipeArguments, max_new_tokens: int | None = None) -> dict[str, Any]:
+    return {"backend": recipe.generation_backend, "base_url": recipe.generation_base_url,
+            "max_new_tokens": max_new_tokens or recipe.eval_max_new_tokens, "batch_size": recipe.eval_batch_size}
+
+
+def build_monitor(recipe: RecipeArguments, training: Any, model: Any, selection: Sequence[Mapping[str, Any]],
+                  reward: Any) -> Any:
+    """The :class:`~rubric_reward.rl.monitor.CheckpointMonitor` on the selection split."""
+    from .monitor import CheckpointMonitor
+
+    try:
+        from .report import plot_monitor
+    except ImportError:  # the report module is optional for training
+        plot_monitor = None
+    return CheckpointMonitor(
+        selection, reward=_monitor_reward(recipe, reward), model=model.model_name_or_path,
+        output_dir=training.output_dir, generation=generation_kwargs(recipe),
+        n_resamples=recipe.bootstrap_resamples, confidence=recipe.confidence, seed=training.seed,
+        plot=plot_monitor,
+    )
+
+
+class _TrainerLog:
+    """Sends monitor metrics through the trainer's loggers without GRPOTrainer's metric averaging."""
+
+    def __init__(self) -> None:
+        self.trainer: Any = None
+
+    def __call__(self, metrics: dict[str, float]) -> None:
+        if self.trainer is not None:
+            from transformers import Trainer
+
+            Trainer.log(self.trainer, dict(metrics))
+
+
+def _is_main() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _say(text: str) -> None:
+    if _is_main():
+        print(text, flush=True)
+
+
+def _print_where(training: Any, extra: str = "") -> None:
+    if not _is_main():
+        return
+    out = Path(training.output_dir).resolve()
+    print(f"[grpo] output: {out} (checkpoints, monitor.jsonl, monitor.png, best/{extra})", flush=True)
+
+
+def run(recipe: RecipeArguments, training: Any, model: Any) -> Path | None:
+    """Train, monitor and report (see the module docstring); return the summary path (main process)."""
+    from trl import GRPOTrainer, get_peft_config
+
+    started = time.monotonic()
+    splits = build_splits(recipe)
+    if _is_main():
+        splits.write_manifest(Path(training.output_dir) / "splits.json")
+    reward = build_reward(recipe).bind(training)
+    callbacks = []
+    monitor = None
+    log = _TrainerLog()
+    if recipe.monitor:
+        monitor = build_monitor(recipe, training, model, splits.selection, reward)
+        monitor.log = log
+        callbacks.append(monitor)
+    model_kwargs = dict(training.model_init_kwargs or {})
+    if model.dtype and "dtype" not in model_kwargs:
+        model_kwargs["dtype"] = model.dtype
+    training.model_init_kwargs = model_kwargs or None
+    from ..models import resolve_model
+
+    policy = resolve_model(model.model_name_or_path)
+    model.model_name_or_path = policy
+    trainer = GRPOTrainer(model=policy, reward_funcs=[reward], args=training,
+                          train_dataset=build_dataset(splits.train), peft_config=get_peft_config(model),
+                          callbacks=callbacks)
+    log.trainer = trainer
+    _print_where(training)
+    resume = training.resume_from_checkpoint
+    if isinstance(resume, str) and resume.lower() in ("true", "last"):
+        from transformers.trainer_utils import get_last_checkpoint
+
+        resume = get_last_checkpoint(training.output_dir)
+    trainer.train(resume_from_checkpoint=resume)
+    trainer.save_model(training.output_dir)
+    train_seconds = time.monotonic() - started
+    is_main = trainer.accelerator.is_main_process
+    reward.close()
+    del trainer
+    summary = None
+    if recipe.final_report and is_main:
+        summary = final_report(recipe, training, model, splits, train_seconds=train_seconds)
+        print(f"[grpo] summary: {summary}", flush=True)
+    _print_where(training, ", summary.md" if summary else "")
+    return summary
+
+
+# ------------------------------------------------------------------------------------------ final report
+
+
+def _score_split(reward: Any, rows: Sequence[Mapping[str, Any]], completions: list[str]) -> list[Any]:
+    columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
+    return reward.score_batch([r["prompt"] for r in rows], completions, **columns)
+
+
+def _generate(recipe: RecipeArguments, model: str, prompts: list[Any], adapter: str | None,
+              max_new_tokens: int | None = None, keep_think: bool = False) -> list[str]:
+    from ..rollouts import generate_responses
+
+    return generate_responses(prompts, model=model, adapter=adapter, keep_think=keep_think,
+                              **generation_kwargs(recipe, max_new_tokens))
+
+
+def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any, *,
+                 train_seconds: float | None = None) -> Path:
+    """Base vs best on the report split (training judge, optional second judge), IFEval; write the summary."""
+    from . import report as report_module
+    from .monitor import BEST_DIR, BEST_FILE, read_records, score_values
+
+    out = Path(training.output_dir)
+    records = read_records(out / "monitor.jsonl")
+    best_dir = out / BEST_DIR
+    if (best_dir / BEST_FILE).is_file():
+        best_info = json.loads((best_dir / BEST_FILE).read_text())
+        adapter = str(best_dir)
+    else:  # no monitor: the final weights are "best"
+        best_info = {"step": None, "checkpoint": str(out), "note": "no monitor: final weights"}
+        adapter = str(out)
+    rows = list(splits.report)
+    prompts = [r["prompt"] for r in rows]
+    base_model = model.model_name_or_path
+    judge_reward = _monitor_reward(recipe, None) if (recipe.monitor_judge or recipe.monitor_judge_base_url) \
+        else build_reward(recipe)
+    metric = judge_reward.config.reward
+    print(f"[report] base vs best (step {best_info.get('step')}) on {len(rows)} report prompts", flush=True)
+    texts = {"base": _generate(recipe, base_model, prompts, None), "best": _generate(recipe, base_model, prompts,
+                                                                                      adapter)}
+    judges = {"judge": judge_reward}
+    if recipe.second_judge is not None or recipe.second_judge_base_url is not None:
+        judges["second_judge"] = build_reward(recipe, judge=recipe.second_judge, base_url=recipe.second_judge_base_url)
+    scores: dict[str, dict[str, list[float | None]]] = {}
+    completions_file = out / "report_completions.jsonl"
+    with completions_file.open("w", encoding="utf-8") as fh:
+        per_judge = {}
+        for name, reward in judges.items():
+            per_judge[name] = {system: _score_split(reward, rows, texts[system]) for system in texts}
+            scores[name] = {system: score_values(res, reward.config.reward) for system, res in per_judge[name].items()}
+            reward.close()
+        for i, row in enumerate(rows):
+            fh.write(json.dumps({"id": row.get("id"), "prompt": row["prompt"],
+                                 **{f"{s}_completion": texts[s][i] for s in texts},
+                                 **{f"{j}_{s}": scores[j][s][i] for j in scores for s in texts}},
+                                ensure_ascii=False, default=str) + "\n")
+    ifeval = None
+    if recipe.ifeval:
+        ifeval = ifeval_transfer(recipe, base_model, adapter, out / "ifeval", seed=recipe.ifeval_seed)
+    return report_module.write_summary(
+        out, monitor=records, best=best_info, report_scores=scores, metric=metric,
+        looked_at=sum(1 for r in records if r["step"] > 0), ifeval=ifeval,
+        splits={"train": len(splits.train), "selection": len(splits.selection), "report": len(rows)},
+        n_resamples=recipe.bootstrap_resamples, confidence=recipe.confidence, seed=training.seed,
+        meta={"model": base_model, "dataset": recipe.dataset_name, "train_seconds": train_seconds,
+              "recipe": asdict(recipe), "max_steps": training.max_steps},
+    )
+
+
+def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: Path, *, seed: int = 0) -> dict:
+    """IFEval base vs trained (``eval/ifeval.py``'s machinery) on all prompts or a seeded subset."""
+    from ..checks.ifeval_data import load_ifeval
+    from ..ifeval_report import evaluate_system, write_comparison, write_system
+
+    rows = load_ifeval()
+    if recipe.ifeval_limit and recipe.ifeval_limit < len(rows):
+        rows = sorted(random.Random(seed).sample(rows, recipe.ifeval_limit), key=lambda r: r.key)
+    print(f"[report] IFEval transfer on {len(rows)} prompts", flush=True)
+    max_new = recipe.ifeval_max_new_tokens or recipe.eval_max_new_tokens
+    systems = {}
+    for name, ad in (("base", None), ("trained", adapter)):
+        texts = _generate(recipe, model, [r.prompt for r in rows], ad, max_new)
+        systems[name] = evaluate_system(name, list(zip(rows, texts, strict=True)),
+                                        meta={"model": model, "adapter": ad, "max_new_tokens": max_new})
+        write_system(out_dir / name, systems[name])
+    write_comparison(out_dir, systems["base"], systems["trained"], n_resamples=recipe.bootstrap_resamples,
+                     confidence=recipe.confidence, seed=seed)
+    comparison = json.loads((out_dir / "comparison.json").read_text(encoding="utf-8"))
+    return {"dir": str(out_dir), "num_prompts": len(rows), "seed": seed, "comparison": comparison}
+
+
+def main(argv: Sequence[str] | None = None, *, default_config: str | Path | None = None) -> int:
+    """Entry point of ``train/grpo.py``."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    recipe, training, model = parse_args(argv, default_config=default_config)
+    run(recipe, training, model)
+    return 0

@@ -1,0 +1,242 @@
+"""The GRPO recipe (train/grpo.py, rubric_reward.rl.recipe / monitor) end to end on CPU.
+
+Fast tests: argument parsing (YAML + command line through TRL's TrlParser), the judge/base-URL overrides, the
+monitor's bookkeeping. Slow tests run ``train/grpo.py`` as a user does, each in a subprocess:
+
+* the tiny config under ``accelerate launch --cpu`` against the loopback judge, then resumed;
+* the offline default (no ``--config``) shortened, with the tiny Qwen3 as policy and SmolLM2 as judge;
+* two processes (``torchrun --nproc_per_node 2``): the judge limit holds across both, the monitor runs once;
+* vLLM colocate generation in the vLLM CPU venv (marker ``vllm``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "configs" / "grpo" / "tiny_cpu.yaml"
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from rubric_reward.testing.tiny_model import build_tiny_qwen3
+
+    return build_tiny_qwen3(tmp_path_factory.mktemp("tiny") / "qwen3")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), LITELLM_LOCAL_MODEL_COST_MAP="True", HF_HUB_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1", ACCELERATE_USE_CPU="1")
+    env.update(extra)
+    return env
+
+
+def _run(cmd: list[str], log: Path, timeout: float, **env: str) -> str:
+    with log.open("w") as fh:
+        proc = subprocess.run(cmd, cwd=REPO, env=_env(**env), stdout=fh, stderr=subprocess.STDOUT, timeout=timeout)
+    text = log.read_text()
+    assert proc.returncode == 0, f"{' '.join(cmd[:4])} ... failed ({proc.returncode}):\n{text[-4000:]}"
+    return text
+
+
+def _judge(response: str, body: dict) -> str:
+    """Scripted verdicts that vary with the completion, so rewards spread within a group."""
+    return "MET" if len(response.split()) % 2 == 0 else "UNMET"
+
+
+def _log_history(out: Path) -> list[dict]:
+    last = max(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    return json.loads((last / "trainer_state.json").read_text())["log_history"]
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------ fast
+
+
+def test_parse_yaml_then_command_line(tmp_path: Path) -> None:
+    from rubric_reward.rl.recipe import parse_args, reward_config
+
+    recipe, training, model = parse_args([
+        "--config", str(TINY), "--model_name_or_path", "m", "--max_steps", "7", "--judge_base_url",
+        "http://127.0.0.1:9/v1", "--second_judge", '{"model": "other", "max_tokens": 64}', "--ifeval_limit", "3",
+        "--output_dir", str(tmp_path)])
+    assert training.max_steps == 7 and training.save_steps == 2 and training.num_generations == 4  # CLI > YAML
+    assert model.use_peft and model.lora_r == 8 and model.model_name_or_path == "m"
+    assert recipe.data == {"selection": 2, "report": 2, "train": "rest", "seed": 0}
+    assert recipe.second_judge == {"model": "other", "max_tokens": 64} and recipe.ifeval_limit == 3
+    config = reward_config(recipe)
+    # the command line's base URL reaches the judge mapping of the YAML file
+    assert config.judge["base_url"] == "http://127.0.0.1:9/v1" and config.judge["model"] == "scripted"
+    assert config.guards.degenerate is False and config.reward == "score"
+
+
+def test_no_config_means_offline_default() -> None:
+    from rubric_reward.rl.recipe import parse_args
+
+    recipe, training, model = parse_args(["--max_steps", "1"])
+    assert model.model_name_or_path == "smollm2-135m-instruct" and recipe.dataset_name == "offline"
+    assert recipe.judge["backend"] == "transformers" and training.max_steps == 1
+    assert training.max_steps // training.save_steps >= 0 and recipe.reward_config["reward"] == "expected_score"
+
+
+def test_bad_recipe_values_are_named() -> None:
+    from rubric_reward.rl.recipe import RecipeArguments
+
+    with pytest.raises(ValueError, match="generation_backend"):
+        RecipeArguments(generation_backend="tgi")
+    with pytest.raises(ValueError, match="could not parse"):
+        RecipeArguments(judge="{model: [")
+
+
+def test_monitor_records_best_and_resume_truncation(tmp_path: Path) -> None:
+    from rubric_reward.rl.monitor import best_record, read_records
+
+    path = tmp_path / "monitor.jsonl"
+    lines = [{"step": 0, "mean": 0.5}, {"step": 2, "mean": 0.7}, {"step": 4, "mean": 0.7}, {"step": 2, "mean": 0.6}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines) + '{"step": 6, "me')  # torn last line
+    records = read_records(path)
+    assert [r["step"] for r in records] == [0, 2, 4] and records[1]["mean"] == 0.6  # one per step, last wins
+    assert best_record(records)["step"] == 4
+    assert best_record([{"step": 0, "mean": 0.9}]) is None  # the base model is never "best"
+    assert best_record([{"step": 3, "mean": 0.7}, {"step": 1, "mean": 0.7}])["step"] == 1  # earlier wins a tie
+
+
+# ------------------------------------------------------------------------------------------ slow
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_tiny_end_to_end_then_resume(tmp_path: Path, tiny_model: Path, judge_server) -> None:
+    from rubric_reward.rl.monitor import best_record, read_records
+
+    server = judge_server({}, default=_judge)
+    out = tmp_path / "run"
+    cmd = [str(BIN / "accelerate"), "launch", "--cpu", "--num_processes", "1", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no", "train/grpo.py", "--config", str(TINY),
+           "--model_name_or_path", str(tiny_model), "--judge_base_url", server.base_url, "--output_dir", str(out)]
+    log = _run(cmd, tmp_path / "first.log", 300)
+
+    # rewards reached the trainer; the reward's own metrics and TRL's zero-spread fraction are in the logs
+    steps = [h for h in _log_history(out) if "rewards/rubric/mean" in h]
+    assert len(steps) == 4 and all(math.isfinite(h["rewards/rubric/mean"]) for h in steps)
+    assert all("rubric/unscored_frac" in h and "frac_reward_zero_std" in h for h in steps)
+    assert server.requests > 0
+    # checkpoints, and one monitor record per monitored step (0 = base), each from its reloaded adapter
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    records = read_records(out / "monitor.jsonl")
+    assert [r["step"] for r in records] == [0, 2, 4]
+    assert len((out / "monitor.jsonl").read_text().splitlines()) == 3
+    for r in records:
+        assert r["n"] == 2 and r["judge_calls"] > 0 and r["mean"] is not None and r["ci_low"] <= r["mean"]
+        assert (out / r["completions"]).is_file()
+    assert [r["adapter_sha256"] for r in records[1:]] == [
+        _sha(out / f"checkpoint-{s}" / "adapter_model.safetensors") for s in (2, 4)]
+    assert "monitor/mean" in json.dumps(_log_history(out))  # through the trainer's loggers
+    # best/ holds the adapter of the best selection mean
+    best = json.loads((out / "best" / "best.json").read_text())
+    assert best["step"] == best_record(records)["step"]
+    assert _sha(out / "best" / "adapter_model.safetensors") == \
+        _sha(out / f"checkpoint-{best['step']}" / "adapter_model.safetensors")
+    assert (out / "monitor.png").stat().st_size > 0
+    # the report split is disjoint from the selection and train splits
+    manifest = json.loads((out / "splits.json").read_text())
+    ids = {s: set(manifest[f"{s}_ids"]) for s in ("train", "selection", "report")}
+    assert ids["report"] and ids["selection"] and ids["train"]
+    assert not (ids["report"] & ids["selection"]) and not (ids["report"] & ids["train"])
+    assert not (ids["selection"] & ids["train"])
+    # the summary has every section, and the path is printed
+    summary = (out / "summary.md").read_text()
+    for section in ("Report split", "Selection split", "IFEval"):
+        assert section in summary
+    data = json.loads((out / "summary.json").read_text())
+    assert data and str(out / "summary.md") in log
+
+    # a rerun with resume_from_checkpoint continues from step 4 and adds one record per new step
+    resumed = _run(cmd + ["--max_steps", "6", "--resume_from_checkpoint", str(out / "checkpoint-4")],
+                   tmp_path / "resume.log", 300)
+    assert (out / "checkpoint-6").is_dir()
+    assert [r["step"] for r in read_records(out / "monitor.jsonl")] == [0, 2, 4, 6]
+    assert len((out / "monitor.jsonl").read_text().splitlines()) == 4
+    assert "base model: generating" not in resumed  # step 0 was already recorded
+    assert max(h["step"] for h in _log_history(out)) == 6
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_offline_default_shortened(tmp_path: Path, tiny_model: Path) -> None:
+    """No --config: the offline default (SmolLM2 judge, expected_score), shortened and with the tiny policy."""
+    out = tmp_path / "run"
+    cmd = [sys.executable, "train/grpo.py", "--model_name_or_path", str(tiny_model), "--output_dir", str(out),
+           "--max_steps", "2", "--save_steps", "1", "--per_device_train_batch_size", "2", "--num_generations", "2",
+           "--max_completion_length", "12", "--eval_max_new_tokens", "12", "--ifeval_limit", "2",
+           "--data", '{"selection": 1, "report": 1, "train": 2}', "--bootstrap_resamples", "200",
+           "--disable_tqdm", "true"]
+    log = _run(cmd, tmp_path / "offline.log", 560)
+    steps = [h for h in _log_history(out) if "rewards/rubric/mean" in h]
+    assert len(steps) == 2 and all("frac_reward_zero_std" in h for h in steps)
+    assert [r["step"] for r in map(json.loads, (out / "monitor.jsonl").read_text().splitlines())] == [0, 1, 2]
+    assert all(r["metric"] == "expected_score" for r in map(json.loads, (out / "monitor.jsonl").open()))
+    assert (out / "summary.md").is_file() and (out / "ifeval" / "comparison.json").is_file()
+    assert "[grpo] summary:" in log
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_two_processes_share_the_judge_limit_and_monitor_once(tmp_path: Path, tiny_model: Path,
+                                                               judge_server) -> None:
+    server = judge_server({}, default=_judge, latency_s=0.05)
+    out = tmp_path / "run"
+    judge = json.dumps({"model": "scripted", "max_concurrency": 2, "limit_scope": "world", "max_retries": 1})
+    cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "2", "train/grpo.py",
+           "--config", str(TINY), "--model_name_or_path", str(tiny_model), "--judge", judge,
+           "--judge_base_url", server.base_url, "--output_dir", str(out), "--max_steps", "2",
+           "--per_device_train_batch_size", "2", "--final_report", "false"]
+    log = _run(cmd, tmp_path / "ddp.log", 300)
+    assert server.requests > 0 and server.max_in_flight <= 2  # 2 in all: each rank takes 2 / WORLD_SIZE
+    lines = (out / "monitor.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [0, 2]  # one record per save, not one per rank
+    assert log.count("[monitor] base model: generating") == 1
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+@pytest.mark.timeout(600)
+def test_vllm_colocate_generation(tmp_path: Path, judge_server) -> None:
+    from rubric_reward.testing.tiny_model import build_tiny_qwen3
+    from rubric_reward.testing.vllm_server import VLLMUnavailable, find_vllm_python
+
+    try:
+        python = find_vllm_python()
+    except VLLMUnavailable as exc:
+        if os.environ.get("RUBRIC_REWARD_REQUIRE_VLLM") == "1":
+            raise
+        pytest.skip(f"vLLM venv not available: {exc}")
+    probe = subprocess.run([python, "-c", "import trl, peft"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.fail(f"the vLLM venv has no trl/peft (rerun scripts/setup_vllm_cpu.sh): {probe.stderr[-300:]}")
+    tiny_model = build_tiny_qwen3(tmp_path / "qwen3", hidden_size=128, heads=2)  # vLLM's CPU attention: head_dim 64
+    server = judge_server({}, default=_judge)
+    out = tmp_path / "run"
+    cmd = [python, "train/grpo.py", "--config", str(TINY), "--model_name_or_path", str(tiny_model),
+           "--judge_base_url", server.base_url, "--output_dir", str(out), "--max_steps", "2", "--save_steps", "2",
+           "--use_vllm", "true", "--vllm_mode", "colocate", "--vllm_gpu_memory_utilization", "0.2",
+           "--vllm_max_model_length", "512", "--monitor", "false", "--final_report", "false"]
+    _run(cmd, tmp_path / "vllm.log", 560, VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND="0-1",
+         VLLM_NO_USAGE_STATS="1", VLLM_CPU_CI_ENV="1", RANK="0", LOCAL_RANK="0", WORLD_SIZE="1",
+         MASTER_ADDR="127.0.0.1", MASTER_PORT="29517")
+    steps = [h for h in _log_history(out) if "rewards/rubric/mean" in h]
+    assert len(steps) == 2 and all(math.isfinite(h["rewards/rubric/mean"]) for h in steps)
+    assert server.requests > 0
