@@ -181,9 +181,9 @@ class RewardEngine:
                                f"give one of 'rubric', 'rubric_id', 'label', not {' and '.join(given)}")
         if given == ["label"]:
             return self.rubrics.from_label(obj["label"], f"{prefix}label")
-        if has_id:
+        if given == ["rubric_id"]:
             return self.rubrics.by_id(obj["rubric_id"], f"{prefix}rubric_id")
-        if has_inline:
+        if given == ["rubric"]:
             return self.rubrics.inline(obj["rubric"], f"{prefix}rubric")
         return self.rubrics.default_for(f"{prefix}rubric") if required else None
 

@@ -7,7 +7,7 @@ from typing import Any
 __all__ = ["RequestError"]
 
 
-class RequestError(Exception):
+class RequestError(ValueError):
     """Raised while reading a request; the app answers ``status`` with :meth:`to_dict` as JSON."""
 
     def __init__(self, status: int, code: str, field: str | None, message: str):
