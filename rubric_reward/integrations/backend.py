@@ -15,6 +15,7 @@ service, are data (an explicit unscored outcome with its error), never an except
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -81,6 +82,10 @@ class _Local:
                 out[i] = Outcome(fallback if reward is None else reward, res.score, reward is None, res.cost, res.error)
         return [o for o in out if o is not None]
 
+    def close(self) -> None:
+        self._loop.run(self.engine.aclose())
+        self._loop.close()
+
 
 class _Remote:
     """Asks the reward service's ``/score`` with ``label`` items; a sample the service rejects is dropped and the rest resent."""
@@ -126,6 +131,10 @@ class _Remote:
         return [o for o in out if o is not None]
 
 
+    def close(self) -> None:
+        self.client.close()
+
+
 def _failed(fallback: float, error: str) -> Outcome:
     log.warning("rubric reward: sample unscored: %s", error)
     return Outcome(fallback, None, True, 0.0, error)
@@ -158,5 +167,19 @@ def get_backend(config: Any = None, url: str | None = None, unscored_reward: flo
         backend = _BACKENDS.get(key)
         if backend is None:
             backend = _Remote(url, unscored_reward) if url else _Local(config)
+            if not _BACKENDS:
+                atexit.register(_close_all)
             _BACKENDS[key] = backend
         return backend
+
+
+def _close_all() -> None:
+    """At exit: close judge sessions and the cache cleanly (best effort)."""
+    with _LOCK:
+        backends = list(_BACKENDS.values())
+        _BACKENDS.clear()
+    for backend in backends:
+        try:
+            backend.close()
+        except Exception:  # exiting anyway
+            pass
