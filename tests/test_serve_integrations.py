@@ -113,3 +113,25 @@ def test_adapters_say_what_to_configure(monkeypatch):
     monkeypatch.delenv("RUBRIC_REWARD_CONFIG", raising=False)
     with pytest.raises(ValueError, match="RUBRIC_REWARD_URL"):
         compute_score("x", "y", "z")
+
+
+@pytest.mark.timeout(60)
+def test_openrlhf_flag_example_against_the_service(judge_server, tmp_path):
+    """The URL in examples/serve/openrlhf.sh, served from examples/serve/reward.yaml, in OpenRLHF's shape."""
+    import re
+    import urllib.request
+
+    from rubric_reward.serve import ServeConfig
+
+    server = judge_server(SCRIPT)
+    script = (EXAMPLES / "openrlhf.sh").read_text()
+    default_url = re.search(r"REWARD_URL:-(http://[^}]+)\}", script).group(1)
+    assert "--reward.remote_url" in script and "--data.label_key rubric" in script
+    with ServiceThread(ServeConfig.from_yaml(_reward_yaml(tmp_path, server))) as svc:
+        url = svc.url + "/" + default_url.split("/", 3)[3]
+        prompt = "<|im_start|>user\nCapital of France?<|im_end|>\n<|im_start|>assistant\n"
+        body = {"query": [prompt + "Paris.<|im_end|>"], "prompts": [prompt], "labels": ["concise_answer"]}
+        req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            out = json.loads(resp.read())
+    assert out["rewards"] == [1.0] and out["scores"] == [1.0] and out["extra_logs"]["rubric_unscored"] == [0.0]
