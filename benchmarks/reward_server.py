@@ -60,6 +60,29 @@ def _start(cmd: list[str], ready: str) -> tuple[subprocess.Popen, str]:
     return proc, line
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Measure:
+    """Wall seconds and CPU seconds of this process and of the given helper processes."""
+
+    def __init__(self, *pids: int):
+        self.pids = pids
+
+    def __enter__(self) -> "Measure":
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
+        self.p0 = [cpu_s(p) for p in self.pids]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self.t0
+        self.client = time.process_time() - self.c0
+        self.helpers = [cpu_s(p) - p0 for p, p0 in zip(self.pids, self.p0, strict=True)]
+
+
 def start_judge(latency_ms: float) -> tuple[subprocess.Popen, str]:
     proc, line = _start([sys.executable, "-m", "rubric_reward.testing.judge_server", "--port", "0",
                          "--latency-ms", str(latency_ms)], "PORT ")
@@ -74,18 +97,18 @@ def start_service(config: dict, folder: Path) -> tuple[subprocess.Popen, str]:
     return proc, line.strip().rsplit(" ", 1)[1]
 
 
-async def in_process(judge: dict, rubric: dict, items: list[dict]) -> float:
+async def in_process(judge: dict, rubric: dict, items: list[dict], pids: tuple[int, ...]) -> Measure:
     scorer = Scorer(rubric, JudgeConfig(**judge), scoring={"abstention": "zero"})
     await scorer.ascore_batch(items[:8])  # warm the pool
-    start = time.perf_counter()
-    results = await scorer.ascore_batch(items)
-    wall = time.perf_counter() - start
+    with Measure(*pids) as m:
+        results = await scorer.ascore_batch(items)
     await scorer.aclose()
     assert all(r.ok for r in results), [r.error for r in results if not r.ok][:3]
-    return wall
+    return m
 
 
-async def through_service(url: str, items: list[dict], *, batch: int | None, inflight: int) -> float:
+async def through_service(url: str, items: list[dict], *, batch: int | None, inflight: int,
+                          pids: tuple[int, ...] = ()) -> Measure:
     import aiohttp
 
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
@@ -96,7 +119,7 @@ async def through_service(url: str, items: list[dict], *, batch: int | None, inf
                 return await resp.json()
 
         await post("/score", {"items": items[:8]})  # warm the service's judge pool
-        start = time.perf_counter()
+        m = Measure(*pids).__enter__()
         if batch:
             chunks = [items[i:i + batch] for i in range(0, len(items), batch)]
             answers = await asyncio.gather(*(post("/score", {"items": c}) for c in chunks))
@@ -113,9 +136,9 @@ async def through_service(url: str, items: list[dict], *, batch: int | None, inf
 
             answers = await asyncio.gather(*(one(it) for it in items))
             ok = all(a["unscored"] == [False] for a in answers)
-        wall = time.perf_counter() - start
+        m.__exit__()
     assert ok, "some items came back unscored"
-    return wall
+    return m
 
 
 def main() -> None:
@@ -134,15 +157,19 @@ def main() -> None:
     print(f"N = {args.n} items x {args.criteria} criteria = {calls} judge calls, judge concurrency "
           f"{args.concurrency}, batches of {args.batch}, {args.inflight} OpenRLHF requests in flight, "
           f"best of {args.repeats}")
-    print("| latency | path | items/s | seconds | ideal s | overhead vs in-process |")
-    print("|---|---|---|---|---|---|")
+    print("| latency | path | items/s | seconds | ideal s | wall overhead | CPU ms/item: client + service + judge "
+          "= total | CPU overhead |")
+    print("|---|---|---|---|---|---|---|---|")
     for latency in args.latency_ms:
         judge_proc, base_url = start_judge(latency)
         judge = {"model": "judge", "base_url": base_url, "max_concurrency": args.concurrency,
                  "limit_scope": "process"}
         ideal = math.ceil(calls / args.concurrency) * latency / 1000
+        best = lambda runs: min(runs, key=lambda m: m.wall)  # noqa: E731
         try:
-            base = min(asyncio.run(in_process(judge, rubric, items)) for _ in range(args.repeats))
+            base = best([asyncio.run(in_process(judge, rubric, items, (judge_proc.pid,)))
+                         for _ in range(args.repeats)])
+            base.helpers = [0.0, *base.helpers]  # no service process
             rows = [("in-process `Scorer.ascore_batch`", base)]
             with tempfile.TemporaryDirectory() as tmp:
                 service, url = start_service({"judge": judge, "rubric": rubric, "deadline_s": 600,
@@ -152,18 +179,23 @@ def main() -> None:
                                        {"batch": args.batch, "inflight": 0}),
                                       ("service `/openrlhf`, 1 item per request",
                                        {"batch": None, "inflight": args.inflight})):
-                        wall = min(asyncio.run(through_service(url, items, **kw)) for _ in range(args.repeats))
-                        rows.append((label, wall))
+                        rows.append((label, best([asyncio.run(through_service(
+                            url, items, pids=(service.pid, judge_proc.pid), **kw)) for _ in range(args.repeats)])))
                 finally:
                     service.terminate()
                     service.wait(30)
         finally:
             judge_proc.terminate()
             judge_proc.wait(10)
-        for label, wall in rows:
-            overhead = "-" if wall is base else f"{(wall / base - 1) * 100:+.1f}%"
-            print(f"| {latency:g} ms | {label} | {args.n / wall:,.0f} | {wall:.2f} | "
-                  f"{ideal:.2f} | {overhead} |", flush=True)
+        base_cpu = base.client + sum(base.helpers)
+        for label, m in rows:
+            cpu = [m.client, *m.helpers]
+            total = sum(cpu)
+            wall_over = "-" if m is base else f"{(m.wall / base.wall - 1) * 100:+.1f}%"
+            cpu_over = "-" if m is base else f"{(total / base_cpu - 1) * 100:+.1f}%"
+            parts = " + ".join(f"{c / args.n * 1000:.2f}" for c in cpu)
+            print(f"| {latency:g} ms | {label} | {args.n / m.wall:,.0f} | {m.wall:.2f} | {ideal:.2f} | {wall_over} | "
+                  f"{parts} = {total / args.n * 1000:.2f} | {cpu_over} |", flush=True)
 
 
 if __name__ == "__main__":

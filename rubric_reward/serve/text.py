@@ -8,9 +8,7 @@ import re
 __all__ = ["chat_text_to_prompt", "split_query", "strip_special_tail", "strip_think"]
 
 # End-of-turn / padding tokens that decoding "with special tokens" leaves after a response.
-_SPECIAL_TAIL = re.compile(
-    r"(?:\s*(?:<\|[A-Za-z0-9_]+\|>|</s>|<eos>|<pad>|<end_of_turn>|<\|end_of_text\|>|\[PAD\]))+\s*$"
-)
+_SPECIAL_LAST = re.compile(r"(?:<\|[A-Za-z0-9_]+\|>|</s>|<eos>|<pad>|<end_of_turn>|\[PAD\])$")
 _SPECIAL_ANY = re.compile(r"<\|[A-Za-z0-9_]+\|>|</?s>|<eos>|<pad>|<bos>|<start_of_turn>|<end_of_turn>")
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 _CHATML = re.compile(r"<\|im_start\|>(\w+)\n(.*?)(?:<\|im_end\|>|\Z)", re.S)
@@ -30,7 +28,12 @@ def strip_think(text: str) -> str:
 
 def strip_special_tail(text: str) -> str:
     """Remove end-of-turn / padding tokens (``<|im_end|>``, ``</s>``, ...) after a response."""
-    return _SPECIAL_TAIL.sub("", text)
+    text = text.rstrip()
+    while True:  # one token at a time from the end: a short window each, whatever the text's length
+        m = _SPECIAL_LAST.search(text[-64:])
+        if m is None:
+            return text
+        text = text[: len(text) - (len(text[-64:]) - m.start())].rstrip()
 
 
 def split_query(query: str, prompt: str) -> str | None:
