@@ -57,6 +57,7 @@ def test_verl_config_snippet_runs_compute_score(judge_server, tmp_path):
     # a label that names no rubric is an explicit unscored sample, not a crash
     bad = fn("geo", "Paris", "no_such_rubric", None, **kwargs)
     assert bad == {"score": -1.0, "rubric_unscored": 1.0, "rubric_judge_cost": 0.0}
+    assert fn("geo", "Paris", "concise_answer", {"prompt": [{"no_role": 1}]}, **kwargs)["rubric_unscored"] == 1.0
 
     batch = _load(ROOT / spec["path"], "compute_score_batch")
     out = batch(data_sources=["geo"] * 3, solution_strs=["Paris", "Lyon", "Paris"],
@@ -78,10 +79,15 @@ def test_verl_through_the_service(judge_server, tmp_path, monkeypatch):
     with ServiceThread(cfg) as svc:
         monkeypatch.setenv("RUBRIC_REWARD_URL", svc.url)
         monkeypatch.setenv("RUBRIC_REWARD_UNSCORED", "-0.5")
+        import numpy as np
+
         one = compute_score("geo", "Paris", "concise_answer", {"prompt": "Capital?"})
+        # parquet rows give numpy arrays: a question list as the label, messages as the prompt
+        arr = compute_score("geo", "Paris", np.array(["Does it name a city?"], dtype=object),
+                            {"prompt": np.array([{"role": "user", "content": "Capital?"}], dtype=object)})
         out = compute_score_batch(["geo"] * 3, ["Paris", "Lyon", "Paris. Lyon."],
                                   ["concise_answer", "missing_rubric", "concise_answer"], [None] * 3)
-    assert one["score"] == 1.0
+    assert one["score"] == 1.0 and arr["score"] == 1.0 and arr["rubric_unscored"] == 0.0
     # the service rejects the unknown id (422); that sample is unscored and the rest are still scored
     assert [o["score"] for o in out] == [1.0, -0.5, pytest.approx(3 / 5)]
     assert [o["rubric_unscored"] for o in out] == [0.0, 1.0, 0.0]

@@ -64,8 +64,6 @@ class _Local:
         return self._loop.run(self.ascore(samples))
 
     async def ascore(self, samples: Sequence[Sample]) -> list[Outcome]:
-        from rubric_reward.serve.errors import RequestError
-
         engine, fallback = self.engine, self.fallback
         out: list[Outcome | None] = [None] * len(samples)
         pairs, where = [], []
@@ -73,7 +71,7 @@ class _Local:
             try:
                 pairs.append(engine.label_pair(prompt, response, label, f"sample {i}: label", id=str(i)))
                 where.append(i)
-            except RequestError as exc:
+            except (ValueError, TypeError) as exc:  # a bad label or prompt: this sample only
                 out[i] = _failed(fallback, str(exc))
         if pairs:
             results = await engine.score(pairs)
@@ -108,9 +106,9 @@ class _Remote:
             items = []
             for i in todo:
                 prompt, response, label = samples[i]
-                item: dict[str, Any] = {"id": str(i), "response": response, "label": label}
+                item: dict[str, Any] = {"id": str(i), "response": str(response), "label": _jsonable(label)}
                 if prompt is not None:
-                    item["prompt"] = prompt
+                    item["prompt"] = _jsonable(prompt)
                 items.append(item)
             try:
                 results = await self.client.ascore(items)
@@ -133,6 +131,17 @@ class _Remote:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _jsonable(value: Any) -> Any:
+    """Labels and prompts from dataframes (numpy arrays, numpy scalars) as plain JSON values."""
+    import json
+
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return json.loads(json.dumps(value, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
 
 
 def _failed(fallback: float, error: str) -> Outcome:
