@@ -141,6 +141,27 @@ async def through_service(url: str, items: list[dict], *, batch: int | None, inf
     return m
 
 
+async def engine_work(judge: dict, rubric: dict, items: list[dict], repeats: int = 5) -> tuple[float, float]:
+    """CPU ms per item the service spends outside the grader and HTTP: reading a /score body into
+    pairs, and building the answer (JSON in and out included)."""
+    from rubric_reward.serve.engine import RewardEngine
+
+    engine = RewardEngine({"judge": judge, "rubric": rubric, "scoring": {"abstention": "zero"}})
+    body = json.dumps({"items": items}).encode()
+    pairs, deadline = engine.score_request(json.loads(body))
+    results = await engine.score(pairs, deadline)
+    t0 = time.process_time()
+    for _ in range(repeats):
+        engine.score_request(json.loads(body))
+    t1 = time.process_time()
+    for _ in range(repeats):
+        json.dumps({"results": [engine.item_result(r) for r in results]}).encode()
+    t2 = time.process_time()
+    await engine.aclose()
+    per = repeats * len(items) / 1000
+    return (t1 - t0) / per, (t2 - t1) / per
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=512)
@@ -160,6 +181,7 @@ def main() -> None:
     print("| latency | path | items/s | seconds | ideal s | wall overhead | CPU ms/item: client + service + judge "
           "= total | CPU overhead |")
     print("|---|---|---|---|---|---|---|---|")
+    work: list[float] = []
     for latency in args.latency_ms:
         judge_proc, base_url = start_judge(latency)
         judge = {"model": "judge", "base_url": base_url, "max_concurrency": args.concurrency,
@@ -171,6 +193,8 @@ def main() -> None:
                          for _ in range(args.repeats)])
             base.helpers = [0.0, *base.helpers]  # no service process
             rows = [("in-process `Scorer.ascore_batch`", base)]
+            if latency == args.latency_ms[0]:
+                work.extend(asyncio.run(engine_work(judge, rubric, items)))
             with tempfile.TemporaryDirectory() as tmp:
                 service, url = start_service({"judge": judge, "rubric": rubric, "deadline_s": 600,
                                               "scoring": {"abstention": "zero"}}, Path(tmp))
@@ -196,6 +220,8 @@ def main() -> None:
             parts = " + ".join(f"{c / args.n * 1000:.2f}" for c in cpu)
             print(f"| {latency:g} ms | {label} | {args.n / m.wall:,.0f} | {m.wall:.2f} | {ideal:.2f} | {wall_over} | "
                   f"{parts} = {total / args.n * 1000:.2f} | {cpu_over} |", flush=True)
+    print(f"\nservice work outside the grader and HTTP, CPU per item: reading /score bodies {work[0]:.3f} ms, "
+          f"building answers {work[1]:.3f} ms")
 
 
 if __name__ == "__main__":
