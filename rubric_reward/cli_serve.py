@@ -27,7 +27,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     def ready(port: int) -> None:
         print(f"rubric-reward serve: listening on http://{host}:{port}", flush=True)
 
-    asyncio.run(serve(config, host=host, port=args.port, on_ready=ready, access_log=not args.no_access_log))
+    try:
+        asyncio.run(serve(config, host=host, port=args.port, on_ready=ready, access_log=not args.no_access_log))
+    except OSError as exc:  # the port is taken, the address is not local, ...
+        print(f"error: cannot listen on {host}:{config.serve.port if args.port is None else args.port}: {exc}",
+              file=sys.stderr)
+        return 2
     print("rubric-reward serve: stopped", flush=True)
     return 0
 
