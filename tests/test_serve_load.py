@@ -91,7 +91,7 @@ def _serve(config_path: Path) -> tuple[subprocess.Popen, int]:
 def test_sigterm_finishes_accepted_requests_and_refuses_new_ones(judge_server, tmp_path):
     import aiohttp
 
-    server = judge_server(SCRIPT, latency_s=1.5)
+    server = judge_server(SCRIPT, latency_s=2.5)
     path = tmp_path / "reward.yaml"
     path.write_text(json.dumps({"judge": {"model": "judge", "base_url": server.base_url},
                                 "rubric": RUBRIC, "deadline_s": 30}))
@@ -103,9 +103,9 @@ def test_sigterm_finishes_accepted_requests_and_refuses_new_ones(judge_server, t
     try:
         worker.start()
         deadline = time.monotonic() + 20
-        while server.in_flight < 20 and time.monotonic() < deadline:  # every request is with the judge
+        while server.requests < 20 and time.monotonic() < deadline:  # every request has reached the judge
             time.sleep(0.02)
-        assert server.in_flight == 20
+        assert server.requests == 20 and server.in_flight > 0
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
 
