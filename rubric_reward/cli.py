@@ -203,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_eval import add_eval_commands
 
     add_eval_commands(sub)
+    from .cli_serve import add_serve_command
+
+    add_serve_command(sub)
     return parser
 
 

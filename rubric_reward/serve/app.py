@@ -1,0 +1,312 @@
+"""The reward service: an aiohttp app over one shared :class:`RewardEngine`.
+
+Routes:
+
+* ``POST /score`` -- ``{"items": [{"prompt"|"conversation", "response", "rubric"|"rubric_id", "id"}],
+  "rubric"|"rubric_id"?, "deadline_s"?}`` -> ``{"results": [...], "summary": {...}}``, per item the
+  reward, scores, per-criterion verdicts with reasons, and the error when unscored.
+* ``POST /openrlhf`` (also ``/get_reward``) -- OpenRLHF's remote reward contract: ``{"query",
+  "prompts", "labels"}`` -> ``{"rewards", "scores", "extra_logs", "unscored", "errors"}``.
+* ``GET /health`` (no auth) and ``GET /metrics`` (Prometheus text).
+
+Bad requests get a 4xx JSON ``{"error": {"code", "field", "message"}}`` and the service keeps
+serving. The bearer token (``serve.auth_token_env``) is compared in constant time and never logged.
+On SIGTERM the service stops listening, answers 503 to requests that still arrive on open
+connections, finishes the accepted ones (each bounded by the request deadline) and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from .config import ServeConfig
+from .engine import RewardEngine
+from .errors import RequestError
+from .metrics import ServeMetrics
+
+__all__ = ["ServiceThread", "build_app", "serve"]
+
+log = logging.getLogger("rubric_reward.serve")
+
+ENGINE = web.AppKey("engine", RewardEngine)
+METRICS = web.AppKey("metrics", ServeMetrics)
+STATE = web.AppKey("state", dict)
+_ENDPOINTS = {"/score": "score", "/openrlhf": "openrlhf", "/get_reward": "openrlhf", "/health": "health",
+              "/metrics": "metrics"}
+_ACCESS_FORMAT = '%a "%r" %s %b %Tfs'  # no headers: the Authorization header is never logged
+
+
+def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=json.dumps(payload, ensure_ascii=False).encode(), status=status,
+                        content_type="application/json", headers=headers)
+
+
+def _error(exc: RequestError, headers: dict[str, str] | None = None) -> web.Response:
+    return _json(exc.to_dict(), exc.status, headers)
+
+
+async def _read_json(request: web.Request, max_bytes: int) -> Any:
+    if request.content_length is not None and request.content_length > max_bytes:
+        raise RequestError(413, "body_too_large", None,
+                           f"the body is {request.content_length} bytes; the limit is {max_bytes}")
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise RequestError(413, "body_too_large", None, f"the body is over the limit of {max_bytes} bytes") from None
+    if not raw:
+        raise RequestError(400, "malformed_json", None, "the body is empty; send a JSON object")
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise RequestError(400, "malformed_json", None, "the body is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise RequestError(400, "malformed_json", None,
+                           f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+
+
+def build_app(config: ServeConfig | Any = None) -> web.Application:
+    """The aiohttp application; the engine (judges, cache) is built on startup, inside the serving loop."""
+    config = ServeConfig.load(config)
+    token = config.serve.auth_token()  # fails now, not at the first request, when the variable is unset
+    expected = token.encode() if token else None
+    metrics = ServeMetrics()
+    state: dict[str, Any] = {"draining": False, "in_flight": 0}
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> Any:
+        endpoint = _ENDPOINTS.get(request.path, "other")
+        start = time.perf_counter()
+        status = 500
+        working = endpoint in ("score", "openrlhf")
+        try:
+            if state["draining"] and endpoint != "health":
+                raise RequestError(503, "shutting_down", None, "the service is shutting down; retry elsewhere")
+            if expected is not None and endpoint != "health":
+                _check_token(request, expected)
+            if working:
+                state["in_flight"] += 1
+                metrics.in_flight.inc()
+            try:
+                response = await handler(request)
+            finally:
+                if working:
+                    state["in_flight"] -= 1
+                    metrics.in_flight.dec()
+            status = response.status
+            return response
+        except RequestError as exc:
+            status = exc.status
+            metrics.rejected(exc.code)
+            headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+            if exc.status == 503:
+                headers = {"Connection": "close", "Retry-After": "1"}
+            return _error(exc, headers)
+        except web.HTTPException as exc:  # router: unknown path or method
+            status = exc.status
+            code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status, "http_error")
+            metrics.rejected(code)
+            return _json({"error": {"code": code, "field": None,
+                                    "message": f"{request.method} {request.path}: {exc.reason}"}}, exc.status)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("internal error on %s %s", request.method, request.path)
+            metrics.rejected("internal")
+            return _json({"error": {"code": "internal", "field": None, "message": "internal error (see the server log)"}},
+                         500)
+        finally:
+            metrics.observe(endpoint, status, time.perf_counter() - start)
+
+    app = web.Application(middlewares=[guard], client_max_size=config.serve.max_body_bytes)
+    app[METRICS] = metrics
+    app[STATE] = state
+
+    async def start_engine(app: web.Application) -> Any:
+        app[ENGINE] = RewardEngine(config)
+        yield
+        await app[ENGINE].aclose()
+
+    app.cleanup_ctx.append(start_engine)
+    max_bytes = config.serve.max_body_bytes
+
+    async def score(request: web.Request) -> web.Response:
+        engine = request.app[ENGINE]
+        start = time.perf_counter()
+        pairs, deadline = engine.score_request(await _read_json(request, max_bytes))
+        results = await engine.score(pairs, deadline)
+        metrics.results("score", results)
+        out = [engine.item_result(r) for r in results]
+        scored = sum(1 for r in results if r.score is not None)
+        return _json({"results": out, "summary": {
+            "items": len(results), "scored": scored, "unscored": len(results) - scored,
+            "cost": sum(r.cost for r in results), "elapsed_s": round(time.perf_counter() - start, 4),
+        }})
+
+    async def openrlhf(request: web.Request) -> web.Response:
+        engine = request.app[ENGINE]
+        pairs = engine.openrlhf_request(await _read_json(request, max_bytes))
+        results = await engine.score(pairs)
+        metrics.results("openrlhf", results)
+        return _json(openrlhf_answer(engine, results))
+
+    async def health(request: web.Request) -> web.Response:
+        draining = state["draining"]
+        return _json({"status": "draining" if draining else "ok", "in_flight": state["in_flight"],
+                      "judge": engine_judges(request.app)}, 503 if draining else 200)
+
+    async def metrics_view(_: web.Request) -> web.Response:
+        body, content_type = metrics.render()
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    app.router.add_post("/score", score)
+    app.router.add_post("/openrlhf", openrlhf)
+    app.router.add_post("/get_reward", openrlhf)
+    app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics_view)
+    return app
+
+
+def openrlhf_answer(engine: RewardEngine, results: list[Any]) -> dict[str, Any]:
+    """OpenRLHF's reply shape; unscored entries get ``serve.unscored_reward`` and are flagged."""
+    rewards = [engine.numeric_reward(r) for r in results]
+    return {
+        "rewards": rewards,
+        "scores": rewards,
+        "extra_logs": {
+            "rubric_score": [r.score if r.score is not None else engine.config.serve.unscored_reward for r in results],
+            "rubric_unscored": [0.0 if r.score is not None else 1.0 for r in results],
+            "rubric_judge_cost": [r.cost for r in results],
+        },
+        "unscored": [r.score is None for r in results],
+        "errors": [r.error for r in results],
+    }
+
+
+def engine_judges(app: web.Application) -> list[str]:
+    engine = app.get(ENGINE)
+    return [j.name for j in engine.scorer.grader.judges] if engine is not None and engine.has_judge else []
+
+
+def _check_token(request: web.Request, expected: bytes) -> None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, given = header.partition(" ")
+    # compare_digest on equal-length inputs is constant time; a length mismatch leaks only the length
+    ok = scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), expected)
+    if not ok:
+        raise RequestError(401, "unauthorized", "Authorization",
+                           "a valid 'Authorization: Bearer <token>' header is required")
+
+
+# ---------------------------------------------------------------------------- running
+async def _start(app: web.Application, host: str, port: int, shutdown_timeout: float,
+                 access_log: bool) -> tuple[web.AppRunner, int]:
+    kw: dict[str, Any] = {"access_log_format": _ACCESS_FORMAT} if access_log else {"access_log": None}
+    runner = web.AppRunner(app, shutdown_timeout=shutdown_timeout, **kw)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=1024)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]
+
+
+async def _drain(app: web.Application, runner: web.AppRunner) -> None:
+    app[STATE]["draining"] = True
+    await runner.cleanup()  # stop listening, close idle connections, wait for accepted requests
+
+
+async def serve(config: ServeConfig | Any = None, *, host: str | None = None, port: int | None = None,
+                on_ready: Callable[[int], None] | None = None, access_log: bool = True) -> None:
+    """Serve until SIGTERM or SIGINT, then shut down gracefully (see the module docstring)."""
+    config = ServeConfig.load(config)
+    app = build_app(config)
+    host = host or config.serve.host
+    runner, bound = await _start(app, host, config.serve.port if port is None else port,
+                                 config.shutdown_timeout_s, access_log)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if on_ready is not None:
+        on_ready(bound)
+    try:
+        await stop.wait()
+        log.warning("shutting down: %d request(s) in flight; new requests are refused", app[STATE]["in_flight"])
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await _drain(app, runner)
+
+
+class ServiceThread:
+    """Run the service on a background thread (tests, benchmarks, notebooks)::
+
+        with ServiceThread(config, port=0) as svc:
+            requests.post(svc.url + "/score", json=...)
+    """
+
+    def __init__(self, config: ServeConfig | Any = None, *, host: str = "127.0.0.1", port: int = 0,
+                 access_log: bool = False):
+        self.config = ServeConfig.load(config)
+        self.host, self.port, self.access_log = host, port, access_log
+        self.app: web.Application | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> ServiceThread:
+        self._loop = asyncio.new_event_loop()
+        self.app = build_app(self.config)
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            asyncio.set_event_loop(self._loop)
+            try:
+                self._runner, self.port = self._loop.run_until_complete(
+                    _start(self.app, self.host, self.port, self.config.shutdown_timeout_s, self.access_log))
+            except BaseException as exc:  # reported to the starting thread
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            self._loop.run_forever()
+            self._loop.close()
+
+        self._thread = threading.Thread(target=run, name="reward-service", daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        if failure:
+            raise failure[0]
+        return self
+
+    def stop(self) -> None:
+        """Graceful: refuse new requests, finish accepted ones, close the judges."""
+        if self._loop is None or self._runner is None:
+            return
+        fut = asyncio.run_coroutine_threadsafe(_drain(self.app, self._runner), self._loop)
+        try:
+            fut.result(timeout=self.config.shutdown_timeout_s + 10)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._thread is not None:
+                self._thread.join(timeout=10)
+            self._loop = None
+
+    def __enter__(self) -> ServiceThread:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

@@ -1,0 +1,69 @@
+"""Prometheus metrics of the reward service, on a registry of its own (one per app)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..results import ScoreResult
+
+__all__ = ["ServeMetrics"]
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class ServeMetrics:
+    """Requests, items, judge calls, latency, failures by kind, cache hits and cost."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = r = CollectorRegistry()
+        p = "rubric_reward"
+        self.requests = Counter(f"{p}_requests", "HTTP requests answered", ["endpoint", "status"], registry=r)
+        self.items = Counter(f"{p}_items", "Items scored, by outcome", ["endpoint", "outcome"], registry=r)
+        self.judge_calls = Counter(f"{p}_judge_calls", "Judge calls made for scored items (cached ones included)",
+                                   registry=r)
+        self.cache_hits = Counter(f"{p}_judge_cache_hits",
+                                  "Judge calls answered without a new request (reply cache or in-flight dedupe)",
+                                  registry=r)
+        self.failures = Counter(f"{p}_failures", "Failed verdicts by error kind, and rejected requests by code",
+                                ["kind"], registry=r)
+        self.cost = Counter(f"{p}_judge_cost_dollars", "Judge cost of scored items (cache hits are free)", registry=r)
+        self.latency = Histogram(f"{p}_request_latency_seconds", "Time to answer a scoring request",
+                                 ["endpoint"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.in_flight = Gauge(f"{p}_requests_in_flight", "Scoring requests being worked on", registry=r)
+
+    def observe(self, endpoint: str, status: int, seconds: float) -> None:
+        self.requests.labels(endpoint, str(status)).inc()
+        if endpoint in ("score", "openrlhf"):
+            self.latency.labels(endpoint).observe(seconds)
+
+    def rejected(self, code: str) -> None:
+        self.failures.labels(f"request:{code}").inc()
+
+    def results(self, endpoint: str, results: Iterable[ScoreResult]) -> None:
+        scored = unscored = calls = cached = 0
+        cost = 0.0
+        for res in results:
+            if res.score is None:
+                unscored += 1
+            else:
+                scored += 1
+            calls += len(res.calls)
+            cached += sum(1 for c in res.calls if c.cached)
+            cost += res.cost
+            for v in res.verdicts:
+                if v.error is not None:
+                    self.failures.labels(v.error.kind.value).inc()
+        if scored:
+            self.items.labels(endpoint, "scored").inc(scored)
+        if unscored:
+            self.items.labels(endpoint, "unscored").inc(unscored)
+        self.judge_calls.inc(calls)
+        self.cache_hits.inc(cached)
+        self.cost.inc(cost)
+
+    def render(self) -> tuple[bytes, str]:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
