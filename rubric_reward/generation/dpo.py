@@ -124,6 +124,8 @@ def load_preferences(path: str | Path, split: str = "train") -> Any:
         raise PreferenceDataError(f"{folder}: no such preference folder (expected a datasets save_to_disk folder)")
     try:
         data = load_from_disk(str(folder))
+    except IndexError:  # datasets 5 cannot reload a saved dataset with no rows
+        raise PreferenceDataError(f"{folder}: no preference pairs (an empty dataset)") from None
     except (FileNotFoundError, ValueError) as exc:
         raise PreferenceDataError(f"{folder}: not a datasets folder: {exc}") from None
     if isinstance(data, DatasetDict):
