@@ -154,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_eval import add_eval_commands
 
     add_eval_commands(sub)
+    from .cli_generation import register as add_generation_commands
+
+    add_generation_commands(sub)
     return parser
 
 

@@ -1,0 +1,95 @@
+"""Command line for rubric generation: ``rubric-reward generate`` (and, registered by their owners,
+the generator-training commands).
+
+``register(subparsers)`` adds the commands to the main ``rubric-reward`` parser. Exit status of
+``generate``: 0 every rubric generated, 1 some failed (they are recorded; rerun to ask again for them),
+2 a configuration or data error, 130 interrupted (finished rows are kept; rerun to continue).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+
+def _generator_spec(args: argparse.Namespace) -> Any:
+    from .generation.generate import default_generator
+    from .judges.config import JudgeConfig
+
+    if args.generator is None:
+        return default_generator()
+    if Path(args.generator).suffix in (".yaml", ".yml", ".json"):
+        return args.generator
+    extra = {"api_key_env": args.api_key_env} if args.api_key_env else {}
+    cfg = JudgeConfig(model=args.generator, base_url=args.base_url, max_tokens=args.max_tokens, **extra)
+    if cfg.resolved_backend() in ("transformers", "vllm"):
+        from dataclasses import replace
+
+        cfg = replace(cfg, verdict_mode="generate")
+    return cfg
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from .generation.generate import GenerationConfig, generate_rubrics
+
+    config = GenerationConfig(level=args.level, min_criteria=args.min_criteria, max_criteria=args.max_criteria,
+                              dataset_sample=args.sample, seed=args.seed, max_tokens=args.max_tokens,
+                              concurrency=args.concurrency)
+    cache: Any = None if args.no_cache else (args.cache or "auto")
+    try:
+        summary = generate_rubrics(args.input, args.out, generator=_generator_spec(args), config=config,
+                                   base_url=args.base_url, cache=cache, temperature=args.temperature,
+                                   progress=not args.quiet)
+    except KeyboardInterrupt:
+        print("interrupted; finished rubrics are saved: rerun the same command to continue", file=sys.stderr)
+        return 130
+    for line in summary.failures[:10]:
+        print(f"failed: {line}", file=sys.stderr)
+    if len(summary.failures) > 10:
+        print(f"... and {len(summary.failures) - 10} more failures (see the 'error' field in {summary.out})",
+              file=sys.stderr)
+    print(f"{summary.ok}/{summary.n} rubrics ok, {summary.failed} failed (recorded), {summary.resumed} kept from "
+          f"an earlier run; spent ${summary.cost:.4f}; wrote {summary.out}", file=sys.stderr)
+    return 0 if summary.failed == 0 else 1
+
+
+def register(subparsers: Any) -> None:
+    """Register ``generate`` on an argparse subparsers object."""
+    p = subparsers.add_parser("generate", help="write rubrics for prompts with a generator model (resumable)")
+    p.add_argument("--input", required=True, help="JSONL of prompts: 'prompt' (or 'conversation'/'messages'), optional 'id'")
+    p.add_argument("--out", required=True, help="output JSONL (one rubric per prompt, or one for --level dataset)")
+    p.add_argument("--level", default="instance", choices=["instance", "dataset"])
+    p.add_argument("--generator", help="model (litellm string, or any name with --base-url, or a local path) or a "
+                   "judge YAML; default: the bundled offline SmolLM2-135M-Instruct")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--api-key-env", help="environment variable holding the API key")
+    p.add_argument("--temperature", type=float, help="sampling temperature (default: the config's, 0)")
+    p.add_argument("--min-criteria", type=int, default=3)
+    p.add_argument("--max-criteria", type=int, default=10)
+    p.add_argument("--sample", type=int, default=16, help="dataset level: prompts shown to the generator")
+    p.add_argument("--seed", type=int, default=0, help="dataset level: seed of the prompt sample")
+    p.add_argument("--max-tokens", type=int, default=1024)
+    p.add_argument("--concurrency", type=int, default=8, help="prompts in flight")
+    p.add_argument("--cache", help="reply cache file (default: cache.sqlite beside --out; share the judges' one)")
+    p.add_argument("--no-cache", action="store_true", help="do not cache replies")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_generate)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rubric-reward", description="Rubric generation.")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
