@@ -14,6 +14,7 @@ Batching (left padding, worker thread) comes from :class:`~rubric_reward.judges.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from ..results import Usage
@@ -66,8 +67,17 @@ class TransformersBackend(BatchingBackend):
         texts = [self._prompt_text(r) for r in requests]
         enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self._model.device)
         max_new = max(r.max_tokens or self.config.max_tokens for r in requests)
-        with torch.inference_mode():
-            out = self._model.generate(**enc, max_new_tokens=max_new, do_sample=False, pad_token_id=tok.pad_token_id)
+        sampling: dict[str, Any] = {"do_sample": False}
+        if self.config.temperature > 0:  # e.g. K candidate rubrics; greedy otherwise
+            sampling = {"do_sample": True, "temperature": self.config.temperature, "top_p": self.config.top_p or 1.0}
+            # seeded per batch (config seed + the batch's requests and sample indexes): reproducible when
+            # the same requests are batched together; the global RNG is restored afterwards
+            blob = repr([(self.config.seed, r.sample_index, r.messages) for r in requests]).encode()
+            batch_seed = int.from_bytes(hashlib.blake2b(blob, digest_size=4).digest(), "big")
+        with torch.inference_mode(), torch.random.fork_rng(devices=[]):
+            if sampling["do_sample"]:
+                torch.manual_seed(batch_seed)
+            out = self._model.generate(**enc, max_new_tokens=max_new, pad_token_id=tok.pad_token_id, **sampling)
         new = out[:, enc["input_ids"].shape[1]:]
         replies = []
         for row, mask in zip(new, enc["attention_mask"], strict=True):
