@@ -269,7 +269,7 @@ class MetaJudge:
         self.judge: Judge = _one_judge(judge, base_url=base_url, cache=cache, temperature=None)
         self.meta_rubric = load_meta_rubric(self.config.meta_rubric) if self.config.mode == "pointwise" else None
         self._scorer: Any = None
-        self._points: dict[tuple[str, str], asyncio.Future] = {}
+        self._points: dict[tuple[str, str, str], asyncio.Future] = {}
         self._loop: Any = None
 
     @property
@@ -323,8 +323,9 @@ class MetaJudge:
     async def ascore(self, prompt: Any, rubric: Rubric, *, labels: Sequence[Mapping[str, Any]] | None = None,
                      ) -> PointJudgement:
         """One rubric's quality: its meta-rubric score (pointwise) or its agreement with ``labels``
-        (outcome). Memoised per (prompt, rubric) on this object."""
-        key = (task_text(prompt), rubric.fingerprint())
+        (outcome). Memoised per (prompt, rubric, labels) on this object."""
+        key = (task_text(prompt), rubric.fingerprint(),
+               json.dumps(list(labels or ()), sort_keys=True, default=str) if self.mode == "outcome" else "")
         fut = self._points.get(key)
         if fut is None or fut.cancelled():
             fut = self._points[key] = asyncio.ensure_future(self._score(prompt, rubric, labels))
