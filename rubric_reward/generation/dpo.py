@@ -260,6 +260,9 @@ def train(script: RubricDPOArguments, training: Any, model: Any, *, callbacks: l
 
     start = time.perf_counter()
     trainer = build_trainer(script, training, model, callbacks=callbacks)
+    if len(trainer.train_dataset) == 0:
+        raise PreferenceDataError(f"{script.dataset_path}: every pair's prompt fills max_length={training.max_length} "
+                                  "tokens, so nothing is left to train on; raise max_length")
     out = Path(training.output_dir)
     resume = training.resume_from_checkpoint
     if resume is None and script.auto_resume and out.is_dir():
