@@ -32,6 +32,20 @@ def test_parse_rubric_repairs_trivial_problems_and_records_them():
     assert load_rubric(rubric.to_dict()) == rubric
 
 
+def test_a_numbered_list_is_read_as_criteria_and_repeats_are_dropped():
+    text = ("Rubric:\n1. **The answer names Paris.**\n2. The answer is one sentence.\n"
+            "3) The answer names Paris.\n- The answer cites no invented source.\n\nThat is all.")
+    rubric, repairs = parse_rubric(text)
+    assert [c.requirement for c in rubric.criteria] == [
+        "The answer names Paris.", "The answer is one sentence.", "The answer cites no invented source."]
+    assert all(c.weight == 1.0 for c in rubric.criteria)
+    assert repairs[0].startswith("read a list of 4 criteria") and any("exact repeat" in r for r in repairs)
+    with pytest.raises(RubricError, match="no JSON"):
+        parse_rubric(text, config=GenerationConfig(accept_lists=False))
+    with pytest.raises(RubricError, match="1 distinct criteria"):
+        parse_rubric("- Same thing.\n- Same thing.\n- same  thing.")
+
+
 @pytest.mark.parametrize("text,match", [
     ("no json here", "no JSON"),
     ('{"name": "x", "criteria": [{"name": "a", "requirement": "A."}]}', "1 criteria; write between 3 and 10"),

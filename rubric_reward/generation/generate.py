@@ -106,7 +106,10 @@ Answer with one JSON object and nothing else:
 @dataclass(frozen=True, slots=True)
 class GenerationConfig:
     """How rubrics are asked for. ``dataset_sample`` prompts (drawn with ``seed``) are shown for a
-    dataset-level rubric; ``reasks`` extra attempts follow an unusable answer (default one)."""
+    dataset-level rubric; ``reasks`` extra attempts follow an unusable answer (default one).
+    ``accept_lists``: an answer without JSON that holds a numbered or bulleted list of criteria (the
+    paper's own format, and what small local models tend to write) is read as binary criteria of
+    weight 1 (recorded as a repair)."""
 
     level: str = "instance"
     min_criteria: int = 3
@@ -116,6 +119,7 @@ class GenerationConfig:
     max_tokens: int = 1024
     reasks: int = 1
     concurrency: int = 8
+    accept_lists: bool = True
 
     def __post_init__(self) -> None:
         if self.level not in ("instance", "dataset"):
@@ -234,6 +238,22 @@ def _extract_json(text: str) -> Any:
     raise RubricError("the answer holds no JSON object")
 
 
+_LIST_ITEM = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*\u2022])\s+(.+?)\s*$")
+
+
+def _extract_list(text: str) -> list[str]:
+    """The items of the numbered or bulleted list in ``text`` (markdown emphasis removed)."""
+    cleaned = re.sub(r"<think>.*?</think>", "", text, flags=re.S)
+    items = []
+    for line in cleaned.splitlines():
+        m = _LIST_ITEM.match(line)
+        if m:
+            item = re.sub(r"[*_`]{1,3}", "", m.group(1)).strip()
+            if len(item) > 3:
+                items.append(item)
+    return items
+
+
 def _slug(text: str, fallback: str) -> str:
     words = re.findall(r"[a-z0-9]+", text.lower())[:5]
     return "_".join(words) or fallback
@@ -249,8 +269,15 @@ def parse_rubric(text: str | None, *, config: GenerationConfig | None = None,
     config = config or GenerationConfig()
     if not text or not text.strip():
         raise RubricError("the answer is empty")
-    obj = _extract_json(text)
     repairs: list[str] = []
+    try:
+        obj = _extract_json(text)
+    except RubricError:
+        items = _extract_list(text) if config.accept_lists else []
+        if len(items) < config.min_criteria:
+            raise
+        obj = {"criteria": items}
+        repairs.append(f"read a list of {len(items)} criteria (binary, weight 1) instead of JSON")
     if isinstance(obj, dict) and "criteria" not in obj and isinstance(obj.get("rubric"), dict | list):
         obj = obj["rubric"]
         repairs.append("unwrapped 'rubric'")
@@ -269,10 +296,7 @@ def parse_rubric(text: str | None, *, config: GenerationConfig | None = None,
     items = obj["criteria"]
     if not isinstance(items, list):
         raise RubricError(f"'criteria' must be a list, got {type(items).__name__}")
-    if not config.min_criteria <= len(items) <= config.max_criteria:
-        raise RubricError(f"the rubric has {len(items)} criteria; write between {config.min_criteria} "
-                          f"and {config.max_criteria}")
-    fixed, seen = [], set()
+    fixed, seen, requirements = [], set(), set()
     for i, c in enumerate(items):
         if isinstance(c, str):
             c = {"requirement": c}
@@ -297,6 +321,12 @@ def parse_rubric(text: str | None, *, config: GenerationConfig | None = None,
             except ValueError:
                 raise RubricError(f"criteria[{i}]: weight {w!r} is not a number") from None
         requirement = c.get("requirement") or c.get("question") or c.get("description") or ""
+        if isinstance(requirement, str) and requirement.strip():
+            norm = " ".join(requirement.lower().split())
+            if norm in requirements:
+                repairs.append(f"criteria[{i}]: dropped an exact repeat of an earlier criterion")
+                continue
+            requirements.add(norm)
         cname = c.get("name")
         if not isinstance(cname, str) or not cname.strip():
             c["name"] = _slug(str(requirement), f"c{i + 1}")
@@ -309,6 +339,10 @@ def parse_rubric(text: str | None, *, config: GenerationConfig | None = None,
             repairs.append(f"criteria[{i}]: renamed a duplicate name to {c['name']!r}")
         seen.add(c["name"])
         fixed.append(c)
+    if not config.min_criteria <= len(fixed) <= config.max_criteria:
+        repeats = " distinct" if len(fixed) < len(items) else ""
+        raise RubricError(f"the rubric has {len(fixed)}{repeats} criteria; write between {config.min_criteria} "
+                          f"and {config.max_criteria}")
     obj["criteria"] = fixed
     rubric = Rubric.from_obj(obj, source="generated rubric")
     return rubric, repairs
