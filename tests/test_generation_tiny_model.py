@@ -34,3 +34,20 @@ def test_tiny_generator_failures_are_recorded_and_samples_differ(tiny_model):
     assert [c.sample_index for c in cands] == [0, 1, 2]
     assert len({c.text for c in cands}) > 1  # temperature 0.8 samples; distinct sample indexes are not collapsed
     assert g1.text == g2.text  # greedy is deterministic
+
+
+@pytest.mark.timeout(120)
+def test_tiny_local_meta_judge_scores_a_against_b_so_answers_are_always_on_menu(tiny_model):
+    from rubric_reward.generation.metajudge import MetaJudge
+    from rubric_reward.rubric import Rubric
+
+    a = Rubric.from_obj(["The poem has three lines.", "The poem is about rain."])
+    b = Rubric.from_obj(["The response is good."])
+    mj = MetaJudge(JudgeConfig(model=tiny_model, backend="transformers"))  # logprob verdict mode
+    try:
+        v = mj.compare("Write a haiku about rain.", a, b)
+    finally:
+        mj.close()
+    assert v.ok and v.credit_a in (0.0, 0.5, 1.0)
+    for order in v.details["orders"]:
+        assert order["winner"] in ("A", "B") and order["reason"].startswith("logprob verdict: P(A)=")

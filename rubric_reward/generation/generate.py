@@ -362,14 +362,16 @@ def default_generator() -> JudgeConfig:
     return JudgeConfig(model=DEFAULT_LOCAL_MODEL, backend="transformers", verdict_mode="generate", max_tokens=1024)
 
 
-def _one_judge(spec: Any, *, base_url: str | None, cache: ReplyCache | None, temperature: float | None) -> Judge:
+def _one_judge(spec: Any, *, base_url: str | None, cache: ReplyCache | None, temperature: float | None,
+               generate: bool = True) -> Judge:
+    """One Judge from a spec; a plain local model name gets ``verdict_mode: generate`` when ``generate``."""
     if isinstance(spec, Judge):
         if temperature is None or temperature == spec.config.temperature:
             return spec
         return Judge(replace(spec.config, temperature=temperature), cache=cache or spec.transport.cache)
     if isinstance(spec, str) and not spec.endswith((".yaml", ".yml", ".json")):
         cfg = JudgeConfig(model=spec, base_url=base_url)
-        if cfg.resolved_backend() == "transformers":
+        if generate and cfg.resolved_backend() == "transformers":
             cfg = replace(cfg, verdict_mode="generate", max_tokens=max(cfg.max_tokens, 1024))
         spec = cfg
     judges = as_judges(spec, base_url=base_url, cache=cache)

@@ -37,7 +37,7 @@ from ..rubric import Rubric, load_rubric
 from .generate import _one_judge, task_text
 
 __all__ = [
-    "MetaJudge", "MetaJudgeConfig", "OutcomeResult", "PAIRWISE_SCHEMA", "PairJudgement", "PointJudgement",
+    "LOCAL_PAIRWISE_SCHEMA", "MetaJudge", "MetaJudgeConfig", "OutcomeResult", "PAIRWISE_SCHEMA", "PairJudgement", "PointJudgement",
     "aoutcome_agreement", "load_meta_rubric", "pairwise_messages", "parse_winner", "render_rubric",
 ]
 
@@ -49,6 +49,15 @@ PAIRWISE_SCHEMA: dict[str, Any] = {
     "required": ["reason", "winner"],
     "additionalProperties": False,
 }
+
+LOCAL_PAIRWISE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"reason": {"type": "string"}, "verdict": {"type": "string", "enum": ["A", "B"]}},
+    "required": ["reason", "verdict"],
+    "additionalProperties": False,
+}
+"""For in-process judges in ``logprob`` verdict mode: naming the field ``verdict`` lets the backend score
+"A" against "B" as forced continuations, so even a tiny local model always gives an on-menu answer."""
 
 PAIRWISE_SYSTEM = """\
 You are an expert in evaluation design. You compare two evaluation rubrics written for the same task \
@@ -98,8 +107,8 @@ def parse_winner(text: str | None) -> tuple[str, str]:
             obj, _ = decoder.raw_decode(cleaned, m.start())
         except json.JSONDecodeError:
             continue
-        if isinstance(obj, dict) and "winner" in obj:
-            winner = obj["winner"]
+        if isinstance(obj, dict) and ("winner" in obj or "verdict" in obj):
+            winner = obj.get("winner", obj.get("verdict"))
             if isinstance(winner, str) and winner.strip().upper() in ("A", "B"):
                 return winner.strip().upper(), str(obj.get("reason", ""))
             raise OffMenu(f'"winner" must be "A" or "B", got {winner!r}')
@@ -266,7 +275,11 @@ class MetaJudge:
     def __init__(self, judge: Any, *, config: MetaJudgeConfig | Mapping[str, Any] | None = None,
                  base_url: str | None = None, cache: ReplyCache | None = None):
         self.config = config if isinstance(config, MetaJudgeConfig) else MetaJudgeConfig.from_dict(config)
-        self.judge: Judge = _one_judge(judge, base_url=base_url, cache=cache, temperature=None)
+        # a local model keeps its verdict mode: logprob scores "A" vs "B" (pairwise) and labels (pointwise)
+        self.judge: Judge = _one_judge(judge, base_url=base_url, cache=cache, temperature=None, generate=False)
+        cfg = self.judge.config
+        self._schema = (LOCAL_PAIRWISE_SCHEMA if cfg.resolved_backend() in ("transformers", "vllm")
+                        and cfg.verdict_mode == "logprob" else PAIRWISE_SCHEMA)
         self.meta_rubric = load_meta_rubric(self.config.meta_rubric) if self.config.mode == "pointwise" else None
         self._scorer: Any = None
         self._points: dict[tuple[str, str, str], asyncio.Future] = {}
@@ -289,7 +302,7 @@ class MetaJudge:
         record: dict[str, Any] = {"order": order, "winner": None, "reason": None, "answers": [], "error": None,
                                   "cost": 0.0}
         for round_ in range(self.config.reasks + 1):
-            request = ChatRequest(messages=messages, schema=PAIRWISE_SCHEMA, max_tokens=self.config.max_tokens)
+            request = ChatRequest(messages=messages, schema=self._schema, max_tokens=self.config.max_tokens)
             reply = await self.judge.complete(request, accept=lambda r: _parses(r.text))
             record["cost"] += reply.cost
             record["answers"].append(reply.text)
