@@ -506,6 +506,10 @@ def render_table(summary: Mapping[str, Any]) -> str:
             f"{_fmt(pt and pt['spearman'])} | {_ci_text(pt and pt['ci'])} | "
             f"{pt['scored'] if pt else 0} / {pt['n'] if pt else 0} | "
             f"{'n/a' if g['leaked'] is None else g['leaked']} |")
+    leaked = {n: g["leaked"] for n, g in summary["generators"].items() if g["leaked"]}
+    if leaked:
+        lines += ["", "**Warning:** test prompts appear in the training prompts of "
+                  + ", ".join(f"`{n}` ({k})" for n, k in leaked.items()) + ": those rows are not held out."]
     dropped = summary.get("dropped") or {}
     if dropped:
         lines += ["", "MT-Bench rows dropped: " + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items())) + "."]
