@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["register"]
+__all__ = ["register", "register_training"]
 
 
 def _generator_spec(args: argparse.Namespace) -> Any:
@@ -78,6 +78,86 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not cache replies")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_generate)
+    register_training(subparsers)
+
+
+# ---------------------------------------------------------------------------- generator training and evaluation
+def _cmd_dpo_loop(args: argparse.Namespace) -> int:
+    from .generation.loop import LoopError, load_loop_config, run_loop
+
+    config = load_loop_config(args.config, iterations=args.iterations, out_dir=args.out_dir,
+                              generator=args.generator, prompts=args.prompts, limit=args.limit,
+                              train_launcher=args.train_launcher, progress=False if args.quiet else None)
+    try:
+        summary = run_loop(config, hook=None if args.quiet else _stage_printer)
+    except LoopError as exc:
+        print(f"error: {exc}\nfinished stages are kept: rerun the same command to continue", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted; finished stages are kept: rerun the same command to continue", file=sys.stderr)
+        return 130
+    for it in summary.iterations:
+        prefs = it.get("preferences", {})
+        adapter = it.get("adapter", {})
+        print(f"iter_{it['iteration']}: {prefs.get('n_pairs')} pairs from {prefs.get('n_prompts')} prompts "
+              f"({prefs.get('n_skipped')} skipped, {prefs.get('n_failed')} failed); DPO {adapter.get('global_step')} "
+              f"steps, loss {adapter.get('train_loss')}", file=sys.stderr)
+    print(f"done ({summary.resumed_stages} stages kept from earlier runs); the trained generator: {summary.generator}",
+          file=sys.stderr)
+    return 0
+
+
+def _stage_printer(iteration: int, stage: str, event: str) -> None:
+    print(f"[dpo-loop] iter_{iteration}/{stage}: {'started' if event == 'start' else 'done'}", file=sys.stderr)
+
+
+def _cmd_eval_generator(args: argparse.Namespace) -> int:
+    from .generation.evaluate import EvalGeneratorConfig, evaluate_generators, write_train_prompts
+
+    config = EvalGeneratorConfig.from_yaml(args.config, out_dir=args.out_dir, loop_dir=args.loop_dir,
+                                           progress=False if args.quiet else None)
+    if args.write_train_prompts:
+        n = write_train_prompts(config, args.write_train_prompts)
+        print(f"wrote {n} training prompts (the train side of the split) to {args.write_train_prompts}",
+              file=sys.stderr)
+        return 0
+    try:
+        summary = evaluate_generators(config)
+    except KeyboardInterrupt:
+        print("interrupted; generated rubrics and judge replies are kept: rerun to continue", file=sys.stderr)
+        return 130
+    print((Path(config.out_dir) / "table.md").read_text(encoding="utf-8"))
+    if summary.get("warning"):
+        print(f"warning: {summary['warning']}", file=sys.stderr)
+    files = summary["files"]
+    print(f"wrote {files['table']}, {files['results']}" + (f" and {files['plot']}" if files["plot"] else ""),
+          file=sys.stderr)
+    return 0
+
+
+def register_training(subparsers: Any) -> None:
+    """Register ``dpo-loop`` and ``eval-generator`` on an argparse subparsers object."""
+    p = subparsers.add_parser("dpo-loop", help="train a rubric generator: candidates -> meta-judge -> DPO, "
+                              "iterated (resumable)")
+    p.add_argument("--config", required=True, help="DPO config YAML with a 'loop:' section (configs/dpo/*.yaml)")
+    p.add_argument("--iterations", type=int, help="how many iterations in all (default: the config's)")
+    p.add_argument("--out-dir", help="run folder (default: the config's loop.out_dir)")
+    p.add_argument("--generator", help="base generator model (overrides loop.generator)")
+    p.add_argument("--prompts", help="training prompts JSONL (overrides loop.prompts)")
+    p.add_argument("--limit", type=int, help="use the first N prompts")
+    p.add_argument("--train-launcher", choices=["python", "accelerate", "in_process"])
+    p.add_argument("--quiet", action="store_true", help="no progress bars or stage lines")
+    p.set_defaults(func=_cmd_dpo_loop)
+
+    p = subparsers.add_parser("eval-generator", help="compare rubric generators on held-out prompts against human "
+                              "judgments (MT-Bench pairwise, HelpSteer2 pointwise)")
+    p.add_argument("--config", required=True, help="evaluation YAML (see configs/generation/eval_offline.yaml)")
+    p.add_argument("--out-dir", help="output folder (default: the config's out_dir)")
+    p.add_argument("--loop-dir", help="a dpo-loop folder: adds its base generator and every finished iteration")
+    p.add_argument("--write-train-prompts", metavar="FILE",
+                   help="only write the train side of the split as a prompts JSONL for dpo-loop, then stop")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_eval_generator)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -151,7 +151,7 @@ class EvalGeneratorConfig:
                 data[section] = {**data[section], "source": rel(data[section]["source"])}
         data["generators"] = [{**g, **({"rubrics": rel(g["rubrics"])} if g.get("rubrics") else {})}
                               if isinstance(g, Mapping) else g for g in data.get("generators") or []]
-        if data.get("loop_dir") and "loop_dir" not in overrides:
+        if data.get("loop_dir") and overrides.get("loop_dir") is None:
             data["loop_dir"] = rel(data["loop_dir"])
         return cls(**_known(data, cls, "eval-generator config"))
 

@@ -156,10 +156,12 @@ def load_loop_config(path: str | Path, **overrides: Any) -> LoopConfig:
     section = data.get("loop")
     if not isinstance(section, Mapping):
         raise ValueError(f"{path}: no 'loop:' section (the dpo-loop's settings)")
-    section = {**section, **{k: v for k, v in overrides.items() if v is not None}}
     prompts = section.get("prompts", "offline")
-    if prompts != "offline" and not Path(str(prompts)).is_absolute():
-        section["prompts"] = str((path.parent / str(prompts)).resolve())
+    if prompts != "offline" and not Path(str(prompts)).is_absolute():  # relative to the config file
+        section = {**section, "prompts": str((path.parent / str(prompts)).resolve())}
+    if overrides.get("prompts") not in (None, "offline"):  # relative to the working directory
+        overrides = {**overrides, "prompts": str(Path(overrides["prompts"]).resolve())}
+    section = {**section, **{k: v for k, v in overrides.items() if v is not None}}
     return LoopConfig.from_dict(section, config_path=str(path.resolve()))
 
 
