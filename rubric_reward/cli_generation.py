@@ -60,7 +60,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     """Register ``generate`` on an argparse subparsers object."""
     p = subparsers.add_parser("generate", help="write rubrics for prompts with a generator model (resumable)")
-    p.add_argument("--input", required=True, help="JSONL of prompts: 'prompt' (or 'conversation'/'messages'), optional 'id'")
+    p.add_argument("--input", required=True,
+                   help="JSONL of prompts: 'prompt' (or 'conversation'/'messages'), optional 'id'")
     p.add_argument("--out", required=True, help="output JSONL (one rubric per prompt, or one for --level dataset)")
     p.add_argument("--level", default="instance", choices=["instance", "dataset"])
     p.add_argument("--generator", help="model (litellm string, or any name with --base-url, or a local path) or a "

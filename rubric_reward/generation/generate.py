@@ -178,7 +178,9 @@ class GeneratedRubric:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GeneratedRubric:
-        rubric = None if d.get("rubric") is None else Rubric.from_obj(d["rubric"], source=f"rubric of {d['prompt_id']!r}")
+        rubric = None
+        if d.get("rubric") is not None:
+            rubric = Rubric.from_obj(d["rubric"], source=f"rubric of {d['prompt_id']!r}")
         return cls(d["prompt_id"], rubric, d.get("text"), d.get("error"), int(d.get("attempts", 1)),
                    tuple(d.get("repairs") or ()), int(d.get("sample_index", 0)), float(d.get("cost", 0.0)),
                    int(d.get("prompt_tokens", 0)), int(d.get("completion_tokens", 0)), bool(d.get("cached", False)))
@@ -644,7 +646,8 @@ def generate_rubrics(input: str | Path | Sequence[Any], out: str | Path, *, gene
     gen = RubricGenerator(generator, config=config, base_url=base_url, cache=cache, temperature=temperature)
     fp = gen.fingerprint()
     if gen.config.level == "dataset":
-        jobs = [("dataset", _key(fp, "dataset", [(p.id, p.prompt) for p in prompts]), None)]
+        name = Path(input).stem if isinstance(input, str | Path) else "dataset"
+        jobs = [(name, _key(fp, "dataset", [(p.id, p.prompt) for p in prompts]), None)]
     else:
         jobs = [(p.id, _key(fp, "instance", p.id, p.prompt), p) for p in prompts]
     journal = Journal(out)

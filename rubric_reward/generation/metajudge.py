@@ -37,7 +37,8 @@ from ..rubric import Rubric, load_rubric
 from .generate import _one_judge, task_text
 
 __all__ = [
-    "LOCAL_PAIRWISE_SCHEMA", "MetaJudge", "MetaJudgeConfig", "OutcomeResult", "PAIRWISE_SCHEMA", "PairJudgement", "PointJudgement",
+    "LOCAL_PAIRWISE_SCHEMA", "MetaJudge", "MetaJudgeConfig", "OutcomeResult", "PAIRWISE_SCHEMA", "PairJudgement",
+    "PointJudgement",
     "aoutcome_agreement", "load_meta_rubric", "pairwise_messages", "parse_winner", "render_rubric",
 ]
 
@@ -193,7 +194,8 @@ def _label(pair: Mapping[str, Any], where: str) -> str | None:
     raise ValueError(f"{where}: 'winner' must be A, B or tie, got {raw!r}")
 
 
-async def aoutcome_agreement(prompt: Any, rubric: Rubric, pairs: Sequence[Mapping[str, Any]], scorer: Any) -> OutcomeResult:
+async def aoutcome_agreement(prompt: Any, rubric: Rubric, pairs: Sequence[Mapping[str, Any]],
+                             scorer: Any) -> OutcomeResult:
     """How often ``scorer`` (a :class:`~rubric_reward.scorer.Scorer`) using ``rubric`` prefers the
     response the humans preferred. Each pair: ``{"response_a", "response_b", "winner": "A"|"B"|"tie"}``."""
     usable = []
@@ -208,7 +210,8 @@ async def aoutcome_agreement(prompt: Any, rubric: Rubric, pairs: Sequence[Mappin
             usable.append((p, label))
     if not usable:
         return OutcomeResult(None, 0, 0, ties)
-    items = [{"prompt": prompt, "response": p[k], "rubric": rubric} for p, _ in usable for k in ("response_a", "response_b")]
+    items = [{"prompt": prompt, "response": p[k], "rubric": rubric}
+             for p, _ in usable for k in ("response_a", "response_b")]
     results = await scorer.ascore_batch(items)
     credits, records, failed, cost = [], [], 0, 0.0
     for n, (p, label) in enumerate(usable):
@@ -403,7 +406,8 @@ class MetaJudge:
                 labels: Sequence[Mapping[str, Any]] | None = None) -> PairJudgement:
         return self._run(self.acompare(prompt, rubric_a, rubric_b, labels=labels))
 
-    def score(self, prompt: Any, rubric: Rubric, *, labels: Sequence[Mapping[str, Any]] | None = None) -> PointJudgement:
+    def score(self, prompt: Any, rubric: Rubric, *,
+              labels: Sequence[Mapping[str, Any]] | None = None) -> PointJudgement:
         return self._run(self.ascore(prompt, rubric, labels=labels))
 
     def close(self) -> None:

@@ -42,7 +42,10 @@ from typing import Any
 from ..judges.base import ReplyCache
 from ..rubric import Rubric
 from .bradley_terry import bradley_terry, win_probability
-from .generate import GeneratedRubric, GenerationConfig, Progress, PromptRow, RubricGenerator, generation_messages, load_prompts, rubric_text
+from .generate import (
+    GeneratedRubric, GenerationConfig, Progress, PromptRow, RubricGenerator, generation_messages, load_prompts,
+    rubric_text,
+)
 from .metajudge import MetaJudge, MetaJudgeConfig, PairJudgement
 
 __all__ = ["PreferenceConfig", "PreferenceSummary", "build_preferences", "choose_pair", "dataset_features",
@@ -205,7 +208,8 @@ class _Builder:
         base = {"key": pkey, "id": row.id, "n_candidates": cfg.k, "n_valid": len(valid),
                 "candidate_errors": {str(s): c.error for s, c in enumerate(cands) if not c.ok}}
         if len(valid) < 2:
-            return {**base, "status": "failed", "reason": f"only {len(valid)} of {cfg.k} candidates gave a valid rubric"}
+            why = f"only {len(valid)} of {cfg.k} candidates gave a valid rubric"
+            return {**base, "status": "failed", "reason": why}
         local = select_pairs(len(valid), cfg.m, seed=cfg.seed, key=row.id)
         pairs = [(valid[x], valid[y]) for x, y in local]
         judged = await asyncio.gather(*(self.judge(row, pkey, i, j, cands[i].rubric, cands[j].rubric)
