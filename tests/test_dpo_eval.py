@@ -210,3 +210,27 @@ def test_train_prompts_are_the_other_side_of_the_split(tmp_path, server):
     evaluate_generators(config)
     test = [json.loads(x)["id"] for x in (tmp_path / "eval/tasks.jsonl").read_text().splitlines()]
     assert not {t["id"] for t in train} & set(test)
+
+
+def test_eval_generator_command(tmp_path, server, capsys):
+    import yaml
+
+    from rubric_reward.cli import main
+
+    (tmp_path / "data").mkdir()
+    _write_jsonl(tmp_path / "data/mtb.jsonl", _mt_bench_rows())
+    _write_jsonl(tmp_path / "data/hs2.jsonl", _helpsteer_rows())
+    endpoint = {"model": "scripted", "base_url": server.base_url, "max_retries": 0}
+    config = {"judge": endpoint, "generators": [{"name": "base", "model": endpoint}],
+              "mt_bench": {"source": "data/mtb.jsonl", "turns": [1]}, "helpsteer2": {"source": "data/hs2.jsonl"},
+              "generation": {"min_criteria": 1}, "n_resamples": 100, "out_dir": str(tmp_path / "out")}
+    path = tmp_path / "eval.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["eval-generator", "--config", str(path), "--write-train-prompts", str(tmp_path / "t.jsonl")]) == 0
+    assert (tmp_path / "t.jsonl").read_text().count("\n") == 10  # 5 questions + 5 HelpSteer2 prompts
+    assert main(["eval-generator", "--config", str(path), "--quiet"]) == 0
+    out = capsys.readouterr()
+    assert "| base | 10/10 | 1.000 |" in out.out and "plot.png" in out.err
+    path.write_text(yaml.safe_dump({**config, "generators": [{"name": "base bad name", "model": "m"}]}))
+    assert main(["eval-generator", "--config", str(path)]) == 2
+    assert "use letters, digits" in capsys.readouterr().err

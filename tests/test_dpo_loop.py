@@ -239,3 +239,27 @@ def test_config_errors_are_clear(tmp_path, tiny_model, meta_server):
     (tmp_path / "run2/loop.json").write_text(json.dumps({"fingerprint": "other", "done": []}))
     with pytest.raises(LoopError, match="different configuration"):
         run_loop(_config(tmp_path / "run2", tiny_model, meta_server), generator_factory=_factory([]))
+
+
+@pytest.mark.timeout(300)
+def test_dpo_loop_command_with_a_generator_that_never_writes_json(tmp_path, tiny_model, meta_server, capsys):
+    """The real transformers backend on the random tiny model: every candidate fails to parse, the loop stops
+    with exit status 1 and a clear message, and every generation is kept for the rerun."""
+    import yaml
+
+    from rubric_reward.cli import main
+
+    data = yaml.safe_load(TINY.read_text())
+    data["loop"].update(generator=str(tiny_model), out_dir=str(tmp_path / "run"), limit=2,
+                        meta_judge={"model": "scripted", "base_url": meta_server.base_url},
+                        generation={"max_tokens": 8, "reasks": 0}, preferences={"k": 2, "m": 1})
+    path = tmp_path / "loop.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["dpo-loop", "--config", str(path), "--iterations", "1", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "0 preference pair(s) from 2 prompts (0 skipped, 2 failed" in err and "rerun the same command" in err
+    prefs = tmp_path / "run/iter_1/preferences"
+    lines = [json.loads(x) for x in (prefs / "candidates.jsonl").read_text().splitlines()]
+    assert len(lines) == 4 and not any(x["ok"] for x in lines) and all(x["error"] and x["text"] is not None
+                                                                      for x in lines)
+    assert not list((tmp_path / "run").glob("iter_1/*.done.json"))
