@@ -138,3 +138,14 @@ def test_outcome_mode_uses_the_prompt_labels(tmp_path):
     assert (s.n_prompts, s.n_skipped) == (1, 1)
     t = _lines(s.transcripts_path)[0]
     assert t["mode"] == "outcome" and t["details"]["a"]["score"] == 1.0
+
+
+def test_changing_only_the_ranking_settings_makes_no_new_calls(tmp_path):
+    with JudgeServer(ScriptedJudge(reply=router())) as srv:
+        s1 = _build(srv, tmp_path / "prefs", prompts=PROMPTS[:2])
+        srv.reset_stats()
+        s2 = _build(srv, tmp_path / "prefs", prompts=PROMPTS[:2], min_win_prob=0.999, prior=1.0)
+        assert srv.requests == 0
+    assert (s1.n_pairs, s2.n_pairs, s2.n_skipped, s2.n_resumed) == (2, 0, 2, 0)
+    status = _lines(tmp_path / "prefs" / "prompts.jsonl")
+    assert all(x["reason"].startswith("indistinguishable") for x in status)

@@ -1,6 +1,6 @@
 """Held-out evaluation of rubric generators: do their rubrics make a fixed judge agree with humans?
 
-``rubric-reward eval-generator --config configs/generation/eval.yaml``. For each generator (the base
+``rubric-reward eval-generator --config configs/dpo/eval_generator.yaml``. For each generator (the base
 model, each iteration of a dpo-loop, any fixed baseline such as an API model, or a rubrics file written
 by ``rubric-reward generate``) an instance-level rubric is written for every **held-out** prompt, then one
 fixed judge uses it to
@@ -84,7 +84,7 @@ class GeneratorSpec:
 
 @dataclass(frozen=True)
 class EvalGeneratorConfig:
-    """Maps 1:1 onto the eval-generator YAML (see ``configs/generation/eval_offline.yaml``)."""
+    """Maps 1:1 onto the eval-generator YAML (see ``configs/dpo/eval_generator.yaml``)."""
 
     judge: Any = None
     generators: tuple[GeneratorSpec, ...] = ()

@@ -409,7 +409,8 @@ class RubricGenerator:
         """A hash of everything that decides what this generator writes (model, sampling, prompts)."""
         from ..runner import judge_fingerprint
 
-        blob = {"judge": judge_fingerprint(self.judge.config), "config": asdict(self.config),
+        settings = {k: v for k, v in asdict(self.config).items() if k != "concurrency"}  # operational only
+        blob = {"judge": judge_fingerprint(self.judge.config), "config": settings,
                 "template": GENERATION_TEMPLATE_VERSION, "system": SYSTEM_PROMPT}
         return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

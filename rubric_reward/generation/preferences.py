@@ -164,10 +164,16 @@ def _h(*parts: Any) -> str:
 
 
 class _Builder:
-    def __init__(self, gen: RubricGenerator, meta: MetaJudge, cfg: PreferenceConfig, out: Path):
+    """Journals keyed by content: a candidate by (generator, prompt, sample index), a judgement by
+    (meta-judge, prompt, labels, both rubrics), a prompt's status by all settings; so changing only the
+    BT settings re-ranks without a single new call."""
+
+    def __init__(self, gen: RubricGenerator, meta: MetaJudge, cfg: PreferenceConfig, out: Path,
+                 gen_fp: str, meta_fp: str):
         from ..journal import Journal
 
         self.gen, self.meta, self.cfg, self.out = gen, meta, cfg, out
+        self.gen_fp, self.meta_fp = gen_fp, meta_fp
         self.candidates = Journal(out / "candidates.jsonl")
         self.transcripts = Journal(out / "transcripts.jsonl")
         self.status = Journal(out / "prompts.jsonl")
@@ -180,8 +186,8 @@ class _Builder:
         for j in (self.candidates, self.transcripts, self.status):
             j.close()
 
-    async def candidate(self, row: PromptRow, pkey: str, s: int) -> GeneratedRubric:
-        key = f"{pkey}:c{s}"
+    async def candidate(self, row: PromptRow, s: int) -> GeneratedRubric:
+        key = f"{_h(self.gen_fp, row.id, row.prompt)}:c{s}"
         known = self.known_candidates.get(key)
         if known is not None:
             return GeneratedRubric.from_dict(known)
@@ -190,11 +196,11 @@ class _Builder:
         self.candidates.append({"key": key, **result.to_dict()})
         return result
 
-    async def judge(self, row: PromptRow, pkey: str, i: int, j: int, a: Rubric, b: Rubric) -> dict[str, Any]:
-        key = f"{pkey}:p{i}-{j}"
+    async def judge(self, row: PromptRow, i: int, j: int, a: Rubric, b: Rubric) -> dict[str, Any]:
+        key = _h(self.meta_fp, row.prompt, list(row.labels), a.fingerprint(), b.fingerprint())
         known = self.known_pairs.get(key)
         if known is not None:
-            return known
+            return {**known, "a": i, "b": j}
         verdict: PairJudgement = await self.meta.acompare(row.prompt, a, b, labels=row.labels or None)
         self.spent += verdict.cost
         entry = {"key": key, "prompt_id": row.id, "a": i, "b": j, **verdict.to_dict()}
@@ -203,7 +209,7 @@ class _Builder:
 
     async def prompt(self, row: PromptRow, pkey: str) -> dict[str, Any]:
         cfg = self.cfg
-        cands = await asyncio.gather(*(self.candidate(row, pkey, s) for s in range(cfg.k)))
+        cands = await asyncio.gather(*(self.candidate(row, s) for s in range(cfg.k)))
         valid = [s for s, c in enumerate(cands) if c.ok]
         base = {"key": pkey, "id": row.id, "n_candidates": cfg.k, "n_valid": len(valid),
                 "candidate_errors": {str(s): c.error for s, c in enumerate(cands) if not c.ok}}
@@ -212,7 +218,7 @@ class _Builder:
             return {**base, "status": "failed", "reason": why}
         local = select_pairs(len(valid), cfg.m, seed=cfg.seed, key=row.id)
         pairs = [(valid[x], valid[y]) for x, y in local]
-        judged = await asyncio.gather(*(self.judge(row, pkey, i, j, cands[i].rubric, cands[j].rubric)
+        judged = await asyncio.gather(*(self.judge(row, i, j, cands[i].rubric, cands[j].rubric)
                                         for i, j in pairs))
         ok = [e for e in judged if e.get("credit_a") is not None]
         base.update(n_pairs=len(pairs), n_failed_pairs=len(pairs) - len(ok),
@@ -278,9 +284,14 @@ def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, 
         generator, config=generation, base_url=base_url, cache=cache, temperature=cfg.temperature)
     mj = meta_judge if isinstance(meta_judge, MetaJudge) else MetaJudge(meta_judge, config=meta, base_url=base_url,
                                                                          cache=cache)
-    fp = _h(gen.fingerprint(), mj.mode, mj.judge.config.to_dict(), asdict(cfg))
-    keys = {r.id: _h(fp, r.id, r.prompt, list(r.labels)) for r in rows}
-    builder = _Builder(gen, mj, cfg, out)
+    from ..runner import judge_fingerprint
+
+    gen_fp = gen.fingerprint()
+    meta_fp = _h(judge_fingerprint(mj.judge.config), asdict(mj.config),
+                 mj.meta_rubric.fingerprint() if mj.meta_rubric is not None else None)
+    settings = {k: v for k, v in asdict(cfg).items() if k != "concurrency"}
+    keys = {r.id: _h(gen_fp, meta_fp, settings, r.id, r.prompt, list(r.labels)) for r in rows}
+    builder = _Builder(gen, mj, cfg, out, gen_fp, meta_fp)
     finished = {k: e for k, e in builder.status.latest(repair=True).items() if e.get("status") in ("pair", "skipped")}
     todo = [r for r in rows if keys[r.id] not in finished]
 
