@@ -152,7 +152,7 @@ def register_training(subparsers: Any) -> None:
 
     p = subparsers.add_parser("eval-generator", help="compare rubric generators on held-out prompts against human "
                               "judgments (MT-Bench pairwise, HelpSteer2 pointwise)")
-    p.add_argument("--config", required=True, help="evaluation YAML (see configs/generation/eval_offline.yaml)")
+    p.add_argument("--config", required=True, help="evaluation YAML (see configs/dpo/eval_generator.yaml)")
     p.add_argument("--out-dir", help="output folder (default: the config's out_dir)")
     p.add_argument("--loop-dir", help="a dpo-loop folder: adds its base generator and every finished iteration")
     p.add_argument("--write-train-prompts", metavar="FILE",

@@ -234,3 +234,10 @@ def test_eval_generator_command(tmp_path, server, capsys):
     path.write_text(yaml.safe_dump({**config, "generators": [{"name": "base bad name", "model": "m"}]}))
     assert main(["eval-generator", "--config", str(path)]) == 2
     assert "use letters, digits" in capsys.readouterr().err
+
+
+def test_shipped_eval_config_loads():
+    path = Path(__file__).resolve().parents[1] / "configs" / "dpo" / "eval_generator.yaml"
+    config = EvalGeneratorConfig.from_yaml(path)
+    assert config.mt_bench["source"] == "hub" and config.split == {"seed": 0, "test_fraction": 0.5}
+    assert [g.name for g in config.generators] == ["gpt-4.1"]

@@ -121,3 +121,14 @@ def test_dpo_step_with_lora_changes_the_adapter_and_merges(tmp_path, tiny_model)
     name = "model.layers.0.self_attn.q_proj.weight"
     assert not torch.equal(base.state_dict()[name], new.state_dict()[name])
     assert not any("lora" in k for k in new.state_dict())
+
+
+@pytest.mark.parametrize("name", ["offline_default", "qwen3_14b_paper", "tiny"])
+def test_shipped_configs_parse_for_training_and_the_loop(name, tmp_path):
+    from rubric_reward.generation.loop import load_loop_config
+
+    path = ROOT / "configs" / "dpo" / f"{name}.yaml"
+    script, training, model = parse_args(["--config", str(path), "--output_dir", str(tmp_path)])
+    assert model.use_peft and training.beta == 0.1
+    loop = load_loop_config(path, generator="g", meta_judge="m")  # tiny leaves both to the tests
+    assert loop.iterations == 2 and loop.config_path == str(path.resolve())
