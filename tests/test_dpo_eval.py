@@ -241,3 +241,21 @@ def test_shipped_eval_config_loads():
     config = EvalGeneratorConfig.from_yaml(path)
     assert config.mt_bench["source"] == "hub" and config.split == {"seed": 0, "test_fraction": 0.5}
     assert [g.name for g in config.generators] == ["gpt-4.1"]
+
+
+def test_a_loop_folder_adds_base_and_finished_iterations(tmp_path):
+    loop = tmp_path / "loop"
+    (loop / "iter_1").mkdir(parents=True)
+    (loop / "iter_2").mkdir()
+    (loop / "loop.json").write_text(json.dumps({"config": {"generator": "Qwen/Qwen3-14B", "generator_backend": "vllm",
+                                                           "generation": {"max_tokens": 900}}}))
+    (loop / "iter_1/merged.done.json").write_text("{}")  # iteration 2 is unfinished: left out
+    config = EvalGeneratorConfig(judge="j", loop_dir=str(loop), generators=[{"name": "api", "model": "gpt-x"}])
+    names = [g.name for g in config.generators]
+    assert names == ["base", "iter_1", "api"]
+    base, it1 = config.generators[:2]
+    assert base.model == {"model": "Qwen/Qwen3-14B", "backend": "vllm", "verdict_mode": "generate", "max_tokens": 900}
+    assert it1.model["model"] == str((loop / "iter_1/merged").resolve())
+    assert base.train_prompts is None and it1.train_prompts == str(loop / "prompts.jsonl")
+    with pytest.raises(FileNotFoundError, match="not a dpo-loop folder"):
+        EvalGeneratorConfig(judge="j", loop_dir=str(tmp_path))

@@ -219,7 +219,7 @@ def run_loop(config: LoopConfig, *, generator_factory: Callable[[str, int], Any]
             write_atomic(marker, json.dumps(info, indent=2, default=str) + "\n")
             record[stage] = info
             state["done"].append(f"iter_{i}/{stage}")
-            write_atomic(out / "loop.json", json.dumps(state, indent=2) + "\n")
+            write_atomic(out / "loop.json", json.dumps(state, indent=2, default=str) + "\n")
             hook(i, stage, "done")
         report.append(record)
         generator = str((it / "merged").resolve())
@@ -361,16 +361,23 @@ def stages_done(out_dir: str | Path) -> list[str]:
     return done
 
 
-def iteration_generators(out_dir: str | Path) -> list[tuple[str, str]]:
-    """``[(name, model)]`` of a loop folder: the base generator, then each iteration's merged model."""
+def iteration_generators(out_dir: str | Path) -> list[tuple[str, dict[str, Any]]]:
+    """``[(name, judge spec)]`` of a loop folder: the base generator, then each iteration's merged model,
+    each on the loop's ``generator_backend`` in generate mode (a hub id must not fall through to litellm)."""
     out = Path(out_dir)
     state_file = out / "loop.json"
     if not state_file.is_file():
         raise FileNotFoundError(f"{out}: not a dpo-loop folder (no loop.json)")
-    state = json.loads(state_file.read_text())
-    models = [("base", str(state["config"]["generator"]))]
+    config = json.loads(state_file.read_text())["config"]
+    gen = config.get("generation") or {}
+
+    def spec(model: str) -> dict[str, Any]:
+        return {"model": model, "backend": config.get("generator_backend", "transformers"),
+                "verdict_mode": "generate", "max_tokens": int(gen.get("max_tokens", 1024))}
+
+    models = [("base", spec(str(config["generator"])))]
     i = 1
     while (out / f"iter_{i}" / "merged.done.json").is_file():
-        models.append((f"iter_{i}", str((out / f"iter_{i}" / "merged").resolve())))
+        models.append((f"iter_{i}", spec(str((out / f"iter_{i}" / "merged").resolve()))))
         i += 1
     return models
