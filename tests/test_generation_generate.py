@@ -89,6 +89,14 @@ def test_broken_json_is_reasked_once_then_a_failure_is_recorded():
     assert "could not be used: the answer holds no JSON object" in calls[1]["messages"][-1]["content"]
     assert calls[1]["messages"][-2] == {"role": "assistant", "content": "{not json"}
 
+    long_bad = "x" * 5000
+    with _server(router(generate=lambda b: long_bad if len(b["messages"]) == 2 else rubric_answer(3))) as srv:
+        gen = RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url))
+        assert gen.generate("Task three.").ok
+        gen.close()
+        quoted = srv.bodies[1]["messages"][-2]["content"]
+    assert len(quoted) < 1600 and quoted.endswith("[...]")  # a runaway answer is not sent back whole
+
     with _server(router(generate=lambda b: "I'd rather write prose.")) as srv:
         gen = RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url))
         bad = gen.generate("Task two.", prompt_id="t2")

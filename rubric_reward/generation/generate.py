@@ -350,8 +350,14 @@ def parse_rubric(text: str | None, *, config: GenerationConfig | None = None,
     return rubric, repairs
 
 
+_REASK_QUOTE = 1500  # characters of the bad answer quoted back (a truncated answer could overflow the context)
+
+
 def _reask(messages: Sequence[Mapping[str, str]], bad: str | None, problem: str) -> tuple[dict[str, str], ...]:
-    return (*map(dict, messages), {"role": "assistant", "content": bad or ""},
+    bad = bad or ""
+    if len(bad) > _REASK_QUOTE:
+        bad = bad[:_REASK_QUOTE] + " [...]"
+    return (*map(dict, messages), {"role": "assistant", "content": bad},
             {"role": "user", "content": f"Your answer could not be used: {problem}. Reply again with only the "
                                         "JSON object in the requested format."})
 
