@@ -132,3 +132,17 @@ def test_shipped_configs_parse_for_training_and_the_loop(name, tmp_path):
     assert model.use_peft and training.beta == 0.1
     loop = load_loop_config(path, generator="g", meta_judge="m")  # tiny leaves both to the tests
     assert loop.iterations == 2 and loop.config_path == str(path.resolve())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_an_interrupted_dpo_run_resumes_from_its_last_checkpoint(tmp_path, tiny_model):
+    data = _save(_pairs(4), tmp_path / "pairs")
+    out = tmp_path / "adapter"
+    common = ["--config", str(TINY), "--model_name_or_path", str(tiny_model), "--dataset_path", str(data),
+              "--output_dir", str(out), "--save_strategy", "steps", "--save_steps", "1"]
+    train(*parse_args([*common, "--max_steps", "1"]))  # stands in for a run killed after its first checkpoint
+    assert (out / "checkpoint-1").is_dir()
+    train(*parse_args([*common, "--max_steps", "2"]))
+    summary = json.loads((out / "dpo_summary.json").read_text())
+    assert summary["resumed_from"].endswith("checkpoint-1") and summary["global_step"] == 2
