@@ -50,7 +50,8 @@ def _mt_bench_rows() -> list[dict]:
                  "conversation_b": _conv("Question 0", "BAD", ("More", "GOOD second"))})
     for w in ("model_a", "model_b"):
         rows.append({"question_id": 81, "model_a": "claude", "model_b": "vicuna", "judge": w, "turn": 1,
-                     "winner": w, "conversation_a": _conv("Question 1", "a"), "conversation_b": _conv("Question 1", "b")})
+                     "winner": w, "conversation_a": _conv("Question 1", "a"),
+                     "conversation_b": _conv("Question 1", "b")})
     return rows
 
 

@@ -63,7 +63,8 @@ class RubricDPOArguments:
         default=None,
         metadata={"help": "Preference folder written with datasets' save_to_disk (rows prompt/chosen/rejected)."},
     )
-    dataset_split: str = field(default="train", metadata={"help": "Split to train on when the folder is a DatasetDict."})
+    dataset_split: str = field(default="train",
+                               metadata={"help": "Split to train on when the folder is a DatasetDict."})
     merged_output_dir: str | None = field(
         default=None,
         metadata={"help": "If set, merge the trained adapter into the base model and save the result here."},

@@ -34,7 +34,7 @@ import json
 import random
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -653,7 +653,3 @@ def evaluate_generators(config: EvalGeneratorConfig) -> dict[str, Any]:
         summary["warning"] = f"test prompts were in the training prompts of {leaked}: these numbers are not held out"
     return summary
 
-
-def config_dict(config: EvalGeneratorConfig) -> dict[str, Any]:
-    """The config as plain data (for logs)."""
-    return asdict(config)

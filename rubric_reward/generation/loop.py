@@ -39,19 +39,21 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from ..journal import write_atomic
 
-__all__ = ["LAUNCHERS", "STAGES", "LoopConfig", "LoopError", "LoopSummary", "load_loop_config", "run_loop"]
+__all__ = ["LAUNCHERS", "STAGES", "LoopConfig", "LoopError", "LoopSummary", "iteration_generators", "load_loop_config",
+           "run_loop"]
 
 log = logging.getLogger(__name__)
 
 STAGES = ("preferences", "adapter", "merged")
 LAUNCHERS = ("python", "accelerate", "in_process")
-_VOLATILE = ("iterations", "progress", "train_launcher", "accelerate_args", "out_dir", "config_path")  # may change between resumed runs
+# fields that may change between a run and its resumption
+_VOLATILE = ("iterations", "progress", "train_launcher", "accelerate_args", "out_dir", "config_path")
 
 
 class LoopError(RuntimeError):
@@ -345,20 +347,6 @@ def _stage_merge(config: LoopConfig, it: Path, generator: str) -> dict:
 
     merged = merge_adapter(generator, it / "adapter", it / "merged", dtype=config.merge_dtype)
     return {"merged": str(merged.resolve()), "base": generator}
-
-
-def with_overrides(config: LoopConfig, **changes: Any) -> LoopConfig:
-    """``config`` with fields replaced (None values ignored)."""
-    return replace(config, **{k: v for k, v in changes.items() if v is not None})
-
-
-def stages_done(out_dir: str | Path) -> list[str]:
-    """The finished stages of a loop folder, as ``iter_N/stage``, in order."""
-    out = Path(out_dir)
-    done = []
-    for it in sorted(out.glob("iter_*"), key=lambda p: int(p.name.split("_")[1]) if p.name[5:].isdigit() else 0):
-        done += [f"{it.name}/{s}" for s in STAGES if (it / f"{s}.done.json").is_file()]
-    return done
 
 
 def iteration_generators(out_dir: str | Path) -> list[tuple[str, dict[str, Any]]]:
