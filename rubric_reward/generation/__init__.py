@@ -20,7 +20,7 @@ _EXPORTS = {
     "generation_messages": "generate", "rubric_text": "generate", "RUBRIC_SCHEMA": "generate",
     "PromptRow": "generate", "default_generator": "generate",
     "MetaJudge": "metajudge", "MetaJudgeConfig": "metajudge", "PairJudgement": "metajudge",
-    "PointJudgement": "metajudge", "OutcomeResult": "metajudge", "outcome_agreement": "metajudge",
+    "PointJudgement": "metajudge", "OutcomeResult": "metajudge", "aoutcome_agreement": "metajudge",
     "load_meta_rubric": "metajudge",
     "BTResult": "bradley_terry", "bradley_terry": "bradley_terry", "win_probability": "bradley_terry",
     "PreferenceConfig": "preferences", "PreferenceSummary": "preferences", "build_preferences": "preferences",
