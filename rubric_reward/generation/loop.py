@@ -326,7 +326,9 @@ def _stage_adapter(config: LoopConfig, it: Path, generator: str) -> dict:
     else:
         cmd = [sys.executable, "-m", "rubric_reward.generation.dpo", *argv]
         if config.train_launcher == "accelerate":
-            cmd = ["accelerate", "launch", *config.accelerate_args, "-m", "rubric_reward.generation.dpo", *argv]
+            # the launcher of this interpreter's environment, whether or not its bin/ is on PATH
+            cmd = [sys.executable, "-m", "accelerate.commands.launch", *config.accelerate_args,
+                   "-m", "rubric_reward.generation.dpo", *argv]
         logfile = adapter / "train.log"
         log.warning("%s: training the adapter: %s (log: %s)", it.name, " ".join(cmd), logfile)
         with open(logfile, "a", encoding="utf-8") as f:
