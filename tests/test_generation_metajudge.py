@@ -9,7 +9,7 @@ from rubric_reward.generation.metajudge import (
 )
 from rubric_reward.judges import JudgeConfig
 from rubric_reward.rubric import Rubric
-from rubric_reward.testing.judge_server import JudgeServer, ScriptedJudge
+from rubric_reward.testing.judge_server import Fault, FaultPlan, JudgeServer, ScriptedJudge
 
 from _generation_fixtures import is_pairwise, prefer_more_criteria, router
 
@@ -133,3 +133,30 @@ def test_outcome_mode_measures_agreement_with_human_labels():
 def test_bad_mode_is_a_clear_error():
     with pytest.raises(ValueError, match="mode"):
         MetaJudge(JudgeConfig(model="m", base_url="http://127.0.0.1:9/v1"), config={"mode": "vibes"})
+
+
+
+def _cut(content):
+    body = {"id": "x", "object": "chat.completion", "created": 0, "model": "meta",
+            "choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 512, "total_tokens": 522}}
+    return Fault(body=json.dumps(body))
+
+
+def test_a_pick_whose_reason_ran_past_max_tokens_is_kept_but_a_cut_before_the_pick_is_not():
+    rambling = '{"winner": "A", "reason": "because because because'
+    faults = FaultPlan(fixed={1: _cut(rambling), 2: _cut(rambling)})
+    with JudgeServer(ScriptedJudge(reply=router()), faults=faults) as srv:
+        mj = _meta(srv)
+        v = mj.compare("task", BIG, SMALL)
+        mj.close()
+    assert (v.credit_a, v.outcome) == (0.5, "tie")  # "A" in both orders: position bias, kept as a tie
+    assert all(o["truncated"] and o["winner"] == "A" for o in v.details["orders"])
+
+    early = '{"reason": "because because'
+    faults = FaultPlan(fixed={i: _cut(early) for i in range(1, 5)})
+    with JudgeServer(ScriptedJudge(reply=router()), faults=faults) as srv:
+        mj = _meta(srv)
+        v = mj.compare("task", BIG, SMALL)
+        mj.close()
+    assert not v.ok and "cut off at max_tokens=512" in v.error
