@@ -206,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_serve import add_serve_command
 
     add_serve_command(sub)
+    from .cli_generation import register as add_generation_commands
+
+    add_generation_commands(sub)
     return parser
 
 

@@ -7,7 +7,7 @@ Two verdict modes (``JudgeConfig.verdict_mode``):
   labels, so any model, however small, yields a well-formed verdict plus P(label). Multi-token
   labels are exact (the sum over their tokens). Single-criterion requests only; multi-criterion
   requests fall back to generation.
-* ``"generate"``: greedy decoding of the JSON answer, stopped at the end of the JSON object (or at
+* ``"generate"``: greedy (or, at temperature > 0, seeded sampling) decoding of the JSON answer, stopped at the end of the JSON object (or at
   EOS, or ``max_tokens``), parsed by the same strict parser as remote judges.
 
 Both run on :class:`~rubric_reward.judges.token_trees.TokenTrees`: requests that share a prompt
@@ -19,6 +19,7 @@ is split across forwards and still scored. Replies are handed back as each forwa
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -127,6 +128,27 @@ class TransformersBackend(BatchingBackend):
         return TokenTrees(self._model, n_rows, pad_id=self._tokenizer.pad_token_id, token_budget=self.token_budget)
 
     # ------------------------------------------------------------------ logprob verdicts
+    def _sampler(self, requests: list[ChatRequest]) -> Callable[[Any], list[int]]:
+        """Next-token choice: greedy at temperature 0; else temperature / top-p sampling seeded per batch
+        (config seed + the batch's requests and sample indexes), so K candidates differ reproducibly."""
+        import torch
+
+        if self.config.temperature <= 0:
+            return lambda logprobs: torch.argmax(logprobs, dim=-1).tolist()
+        blob = repr([(self.config.seed, r.sample_index, r.messages) for r in requests]).encode()
+        gen = torch.Generator().manual_seed(int.from_bytes(hashlib.blake2b(blob, digest_size=4).digest(), "big"))
+        temperature, top_p = self.config.temperature, self.config.top_p or 1.0
+
+        def pick(logprobs: Any) -> list[int]:
+            probs = torch.softmax(logprobs.float().cpu() / temperature, dim=-1)
+            if top_p < 1.0:
+                sorted_p, order = torch.sort(probs, dim=-1, descending=True)
+                keep = (sorted_p.cumsum(-1) - sorted_p) < top_p
+                probs = torch.zeros_like(probs).scatter(-1, order, sorted_p * keep)
+            return torch.multinomial(probs, 1, generator=gen).squeeze(-1).tolist()
+
+        return pick
+
     def score_labels(self, requests: list[ChatRequest], report: Report | None = None) -> list[ChatReply]:
         """Score every allowed label as a continuation of the forced answer prefix."""
         prompts = [self._ids(self._prompt_text(r) + ANSWER_PREFIX) for r in requests]
@@ -173,6 +195,7 @@ class TransformersBackend(BatchingBackend):
 
         tok = self._tokenizer
         stop = self._stop_ids()
+        pick = self._sampler(requests)
         prompts = [self._ids(self._prompt_text(r)) for r in requests]
         replies: list[ChatReply | None] = [None] * len(requests)
         for rows in self._batches(prompts):
@@ -189,7 +212,7 @@ class TransformersBackend(BatchingBackend):
                 order = list(last)
                 hidden = trees.run(last.values())
                 logprobs = trees.logprobs([hidden[last[i]] for i in order])
-                nxt = torch.argmax(logprobs, dim=-1).tolist()
+                nxt = pick(logprobs)
                 for i, t in zip(order, nxt, strict=True):
                     ended = None
                     if t in stop:

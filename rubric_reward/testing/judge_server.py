@@ -92,14 +92,18 @@ class ScriptedJudge:
     """Answers by criterion name: a label, ``{label: probability}``, or ``f(response, body) -> label``.
 
     Unscripted criteria get ``default``. With probabilities the answer is the most probable label and,
-    when the request asks for logprobs, the verdict token carries them.
+    when the request asks for logprobs, the verdict token carries them. ``reply(body)``, when given,
+    answers any request it returns text for (non-judge prompts: rubric generation, meta-judges);
+    returning None falls through to the scripted verdicts.
     """
 
     def __init__(self, verdicts: Mapping[str, Script] | None = None, default: Script = "MET",
-                 reason: str = "Quoted evidence: the response says so."):
+                 reason: str = "Quoted evidence: the response says so.",
+                 reply: Callable[[Mapping[str, Any]], str | None] | None = None):
         self.verdicts = dict(verdicts or {})
         self.default = default
         self.reason = reason
+        self.reply = reply
 
     def _resolve(self, name: str, response: str, body: Mapping[str, Any]) -> tuple[str, Mapping[str, float] | None]:
         script = self.verdicts.get(name, self.default)
@@ -111,6 +115,10 @@ class ScriptedJudge:
 
     def answer(self, body: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]] | None]:
         """The assistant text and, when asked, token logprobs for it."""
+        if self.reply is not None:
+            text = self.reply(body)
+            if text is not None:
+                return text, None
         messages = _rendered(body["messages"])
         response = response_in_request(messages)
         asked = requested_criteria(messages)

@@ -1,0 +1,225 @@
+"""Rubric generation through the real client paths: repair, re-ask, recorded failures, resume, CLI."""
+
+import json
+
+import pytest
+
+from rubric_reward.generation.generate import (
+    GenerationConfig, RubricGenerator, generate_rubrics, generation_messages, load_prompts, parse_rubric,
+)
+from rubric_reward.judges import JudgeConfig
+from rubric_reward.rubric import Rubric, RubricError, load_rubric
+from rubric_reward.testing.judge_server import Fault, FaultPlan, JudgeServer, ScriptedJudge
+
+from _generation_fixtures import generator_reply, router, rubric_answer
+
+
+def _server(reply, **kw):
+    return JudgeServer(ScriptedJudge(reply=reply), **kw)
+
+
+def test_parse_rubric_repairs_trivial_problems_and_records_them():
+    text = ('Here you go:\n```json\n[{"requirement": "The answer names Paris.", "weight": "3"},\n'
+            ' "The answer is one sentence.",\n {"text": "The answer invents a source.", "points": -2, "extra": 1},\n'
+            ' {"name": "c", "requirement": "Dup A."}, {"name": "c", "requirement": "Dup B."}]\n```')
+    rubric, repairs = parse_rubric(text, name="paris")
+    assert isinstance(rubric, Rubric) and rubric.name == "paris"
+    assert [c.weight for c in rubric.criteria] == [3.0, 1.0, -2.0, 1.0, 1.0]
+    assert [c.name for c in rubric.criteria][-2:] == ["c", "c_2"]
+    assert rubric.criteria[0].name == "the_answer_names_paris"
+    assert any("renamed 'points'" in r for r in repairs) and any("dropped field(s) ['extra']" in r for r in repairs)
+    # the result is an ordinary rubric: it round-trips through the loader
+    assert load_rubric(rubric.to_dict()) == rubric
+
+
+def test_a_numbered_list_is_read_as_criteria_and_repeats_are_dropped():
+    text = ("Rubric:\n1. **The answer names Paris.**\n2. The answer is one sentence.\n"
+            "3) The answer names Paris.\n- The answer cites no invented source.\n\nThat is all.")
+    rubric, repairs = parse_rubric(text)
+    assert [c.requirement for c in rubric.criteria] == [
+        "The answer names Paris.", "The answer is one sentence.", "The answer cites no invented source."]
+    assert all(c.weight == 1.0 for c in rubric.criteria)
+    assert repairs[0].startswith("read a list of 4 criteria") and any("exact repeat" in r for r in repairs)
+    with pytest.raises(RubricError, match="no JSON"):
+        parse_rubric(text, config=GenerationConfig(accept_lists=False))
+    with pytest.raises(RubricError, match="1 distinct criteria"):
+        parse_rubric("- Same thing.\n- Same thing.\n- same  thing.")
+
+
+@pytest.mark.parametrize("text,match", [
+    ("no json here", "no JSON"),
+    ('{"name": "x", "criteria": [{"name": "a", "requirement": "A."}]}', "1 criteria; write between 3 and 10"),
+    (rubric_answer(11), "11 criteria"),
+    ('{"name": "x", "criteria": [{"requirement": "A.", "weight": 0}, {"requirement": "B.", "weight": 0},'
+     ' {"requirement": "C.", "weight": 0}]}', "every weight is zero"),
+    ('{"name": "x", "items": []}', "no 'criteria'"),
+    ("", "empty"),
+])
+def test_parse_rubric_rejects_what_cannot_be_repaired(text, match):
+    with pytest.raises(RubricError, match=match):
+        parse_rubric(text)
+
+
+def test_generator_over_http_asks_for_the_schema_and_returns_a_rubric():
+    with _server(router()) as srv:
+        gen = RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url))
+        try:
+            r = gen.generate("Explain recursion to a child.", prompt_id="rec")
+        finally:
+            gen.close()
+        body = srv.bodies[0]
+    assert r.ok and r.attempts == 1 and r.error is None and len(r.rubric) == 3
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"]["required"] == ["name", "criteria"]
+    assert "Explain recursion to a child." in body["messages"][1]["content"]
+
+
+def test_broken_json_is_reasked_once_then_a_failure_is_recorded():
+    calls = []
+
+    def flaky(body):
+        calls.append(body)
+        return "{not json" if len(body["messages"]) == 2 else rubric_answer(4)
+
+    with _server(router(generate=flaky)) as srv:
+        gen = RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url))
+        ok = gen.generate("Task one.")
+        gen.close()
+    assert ok.ok and ok.attempts == 2 and len(ok.rubric) == 4
+    assert "could not be used: the answer holds no JSON object" in calls[1]["messages"][-1]["content"]
+    assert calls[1]["messages"][-2] == {"role": "assistant", "content": "{not json"}
+
+    long_bad = "x" * 5000
+    with _server(router(generate=lambda b: long_bad if len(b["messages"]) == 2 else rubric_answer(3))) as srv:
+        gen = RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url))
+        assert gen.generate("Task three.").ok
+        gen.close()
+        quoted = srv.bodies[1]["messages"][-2]["content"]
+    assert len(quoted) < 1600 and quoted.endswith("[...]")  # a runaway answer is not sent back whole
+
+    with _server(router(generate=lambda b: "I'd rather write prose.")) as srv:
+        gen = RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url))
+        bad = gen.generate("Task two.", prompt_id="t2")
+        gen.close()
+        assert srv.requests == 2  # the first ask and one re-ask, no more
+    assert not bad.ok and bad.rubric is None and bad.attempts == 2
+    assert "no usable rubric after 2 ask(s)" in bad.error and bad.text == "I'd rather write prose."
+    assert bad.to_dict()["ok"] is False
+
+
+def test_transport_failure_is_recorded_not_raised():
+    faults = FaultPlan(fixed={i: Fault(status=400) for i in range(1, 5)})
+    with _server(router(), faults=faults) as srv:
+        gen = RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url, max_retries=0))
+        r = gen.generate("Task.")
+        gen.close()
+    assert not r.ok and r.error.startswith("generator call failed: client")
+
+
+def test_k_candidates_are_distinct_samples_that_the_cache_does_not_collapse(tmp_path):
+    from rubric_reward.cache import SQLiteCache
+
+    with _server(router()) as srv, SQLiteCache(tmp_path / "c.sqlite") as cache:
+        cfg = JudgeConfig(model="gen", base_url=srv.base_url, seed=10)
+        gen = RubricGenerator(cfg, cache=cache, temperature=0.8)
+        cands = gen.candidates("Plan a trip.", 4, prompt_id="trip")
+        again = gen.candidates("Plan a trip.", 4, prompt_id="trip")
+        gen.close()
+        assert srv.requests == 4  # the second round came from the cache
+        seeds = sorted(b["seed"] for b in srv.bodies)
+        temps = {b["temperature"] for b in srv.bodies}
+    assert seeds == [10, 11, 12, 13] and temps == {0.8}
+    assert [c.sample_index for c in cands] == [0, 1, 2, 3]
+    assert len({len(c.rubric) for c in cands}) == 4
+    assert [c.rubric for c in again] == [c.rubric for c in cands] and all(c.cached for c in again)
+
+
+def test_dataset_level_uses_a_seeded_sample_of_prompts():
+    prompts = [f"Prompt number {i}." for i in range(30)]
+    with _server(router()) as srv:
+        gen = RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url),
+                              config=GenerationConfig(level="dataset", dataset_sample=5, seed=3))
+        r = gen.generate_dataset(prompts, name="mydata")
+        sample = gen.dataset_sample(prompts)
+        gen.close()
+        user = srv.bodies[0]["messages"][1]["content"]
+    assert r.ok and r.prompt_id == "mydata"
+    assert len(sample) == 5 and sample == sorted(sample)
+    assert sample == RubricGenerator(JudgeConfig(model="g", base_url="http://127.0.0.1:9/v1"),
+                                     config=GenerationConfig(dataset_sample=5, seed=3)).dataset_sample(prompts)
+    shown = [i for i in range(30) if f"Prompt number {i}." in user]
+    assert shown == sample
+    assert "Write one rubric that applies to responses to every task" in user
+
+
+def test_load_prompts_errors_are_clear(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(ValueError, match="empty.jsonl: no prompts"):
+        load_prompts(empty)
+    noprompt = tmp_path / "np.jsonl"
+    noprompt.write_text('{"prompt": "ok"}\n{"id": 3, "text": "where is the prompt"}\n')
+    with pytest.raises(ValueError, match=r"np.jsonl: line 2: no prompt"):
+        load_prompts(noprompt)
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text('{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}\n')
+    with pytest.raises(ValueError, match="line 2: duplicate id 'a'"):
+        load_prompts(dup)
+    with pytest.raises(FileNotFoundError):
+        load_prompts(tmp_path / "missing.jsonl")
+    rows = load_prompts(["hi", {"id": "c", "conversation": [{"role": "user", "content": "yo"}]}])
+    assert [r.id for r in rows] == ["row1", "c"]
+    assert generation_messages(rows[1].prompt)[1]["content"].count("yo") == 1
+
+
+def test_generate_rubrics_resumes_and_only_reasks_failures(tmp_path):
+    src = tmp_path / "prompts.jsonl"
+    src.write_text("".join(json.dumps({"id": f"p{i}", "prompt": f"Task {i}."}) + "\n" for i in range(4)))
+    out = tmp_path / "out" / "rubrics.jsonl"
+
+    def broken_for_p2(body):
+        return "garbage" if "Task 2." in body["messages"][1]["content"] else generator_reply(body)
+
+    with _server(router(generate=broken_for_p2)) as srv:
+        gen = JudgeConfig(model="gen", base_url=srv.base_url)
+        s1 = generate_rubrics(src, out, generator=gen, progress=False)
+        assert (s1.ok, s1.failed, s1.resumed) == (3, 1, 0) and srv.requests == 3 + 2
+        rows = [json.loads(x) for x in out.read_text().splitlines()]
+        assert [r["id"] for r in rows] == ["p0", "p1", "p2", "p3"]
+        assert [r["ok"] for r in rows] == [True, True, False, True]
+        assert rows[2]["text"] == "garbage" and "no usable rubric" in rows[2]["error"]
+        assert (out.parent / "cache.sqlite").exists()
+
+        with open(out, "a") as f:  # a kill mid-write leaves a torn line: ignored and cut off
+            f.write('{"key": "zzz", "id": "p9", "ok": tr')
+        srv.judge.reply = router()  # the generator behaves now
+        srv.reset_stats()
+        s2 = generate_rubrics(src, out, generator=gen, progress=False)
+        assert srv.requests == 1  # only the failed prompt was asked again
+    assert (s2.ok, s2.failed, s2.resumed) == (4, 0, 3)
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["ok"] for r in rows] == [True] * 4 and len(rows) == 4
+    assert all(load_rubric(r["rubric"]) for r in rows)
+
+
+def test_cli_generate(tmp_path, capsys):
+    from rubric_reward.cli import main
+
+    src = tmp_path / "prompts.jsonl"
+    src.write_text('{"prompt": "Write a limerick."}\n{"prompt": "Sort a list in Python."}\n')
+    out = tmp_path / "r.jsonl"
+    with _server(router()) as srv:
+        code = main(["generate", "--input", str(src), "--level", "instance", "--generator", "gen",
+                     "--base-url", srv.base_url, "--out", str(out), "--quiet"])
+        assert code == 0
+        code = main(["generate", "--input", str(src), "--level", "dataset", "--generator", "gen",
+                     "--base-url", srv.base_url, "--out", str(tmp_path / "d.jsonl"), "--quiet", "--no-cache"])
+        assert code == 0
+    assert len(out.read_text().splitlines()) == 2
+    assert len((tmp_path / "d.jsonl").read_text().splitlines()) == 1
+    assert "2/2 rubrics ok" in capsys.readouterr().err
+    empty = tmp_path / "e.jsonl"
+    empty.write_text('{"id": 1}\n')
+    assert main(["generate", "--input", str(empty), "--generator", "gen", "--base-url", "http://127.0.0.1:9/v1",
+                 "--out", str(tmp_path / "x.jsonl"), "--quiet"]) == 2
+    assert "line 1: no prompt" in capsys.readouterr().err

@@ -1,0 +1,162 @@
+"""The meta-judge: pairwise in both orders (ties, position bias, off-menu), pointwise, outcome."""
+
+import json
+
+import pytest
+
+from rubric_reward.generation.metajudge import (
+    MetaJudge, load_meta_rubric, parse_winner, render_rubric,
+)
+from rubric_reward.judges import JudgeConfig
+from rubric_reward.rubric import Rubric
+from rubric_reward.testing.judge_server import Fault, FaultPlan, JudgeServer, ScriptedJudge
+
+from _generation_fixtures import is_pairwise, prefer_more_criteria, router
+
+SMALL = Rubric.from_obj({"name": "s", "criteria": ["The response is short.", "The response rhymes."]})
+BIG = Rubric.from_obj({"name": "b", "criteria": [
+    {"name": "lines", "requirement": "The poem has exactly three lines.", "weight": 3},
+    {"name": "rain", "requirement": "The poem is about rain on a tin roof.", "weight": 3},
+    {"name": "comma", "requirement": "The poem contains a comma.", "weight": -2},
+]})
+
+
+def _meta(srv, mode="pairwise", **cfg):
+    return MetaJudge(JudgeConfig(model="meta", base_url=srv.base_url), config={"mode": mode, **cfg})
+
+
+def test_render_and_parse():
+    text = render_rubric(BIG)
+    assert text.splitlines()[2] == "3. The poem contains a comma. (penalty, weight -2)"
+    assert parse_winner('noise {"reason": "x", "winner": "b"} tail') == ("B", "x")
+    for bad in ('{"winner": "C"}', '{"winner": "tie"}', "A", "", '{"reason": "no winner"}', '{"winner": ["A"]}'):
+        with pytest.raises(ValueError):
+            parse_winner(bad)
+
+
+def test_pairwise_asks_both_orders_and_gives_full_credit_when_consistent():
+    with JudgeServer(ScriptedJudge(reply=router())) as srv:
+        mj = _meta(srv)
+        v = mj.compare("Write a haiku about rain on a tin roof.", BIG, SMALL)
+        w = mj.compare("Write a haiku about rain on a tin roof.", SMALL, BIG)
+        mj.close()
+        bodies = [b for b in srv.bodies if is_pairwise(b)]
+    assert (v.credit_a, v.outcome, v.order_inconsistent) == (1.0, "a", False)
+    assert (w.credit_a, w.outcome) == (0.0, "b")
+    assert [o["order"] for o in v.details["orders"]] == ["ab", "ba"]
+    assert [o["winner"] for o in v.details["orders"]] == ["A", "B"]  # BIG shown first, then second
+    assert len(bodies) == 4
+    first_a = bodies[0]["messages"][1]["content"].split("## Rubric B")[0]
+    assert bodies[0]["response_format"]["json_schema"]["schema"]["properties"]["winner"]["enum"] == ["A", "B"]
+    # the two orders of one pair show the rubrics swapped
+    orders = {"three lines" in b["messages"][1]["content"].split("## Rubric B")[0] for b in bodies[:2]}
+    assert orders == {True, False} and "Rubric A" in first_a
+
+
+def test_position_bias_is_recorded_as_a_tie():
+    always_a = lambda body: json.dumps({"reason": "first is best", "winner": "A"})  # noqa: E731
+    with JudgeServer(ScriptedJudge(reply=router(pairwise=always_a))) as srv:
+        mj = _meta(srv)
+        v = mj.compare("task", BIG, SMALL)
+        mj.close()
+    assert (v.credit_a, v.outcome, v.order_inconsistent, v.ok) == (0.5, "tie", True, True)
+
+
+def test_off_menu_answer_is_reasked_then_recorded_as_a_failure():
+    seen = []
+
+    def off_menu(body):
+        seen.append(len(body["messages"]))
+        return json.dumps({"reason": "both fine", "winner": "tie"})
+
+    with JudgeServer(ScriptedJudge(reply=router(pairwise=off_menu))) as srv:
+        mj = _meta(srv)
+        v = mj.compare("task", BIG, SMALL)
+        mj.close()
+    assert not v.ok and v.credit_a is None and v.outcome == "failed"
+    assert "off-menu answer" in v.error and "'tie'" in v.error
+    assert sorted(seen) == [2, 2, 4, 4]  # each order asked, then re-asked once
+    assert all(len(o["answers"]) == 2 for o in v.details["orders"])
+
+    def fixed_on_reask(body):
+        return prefer_more_criteria(body) if len(body["messages"]) > 2 else "I think A"
+
+    with JudgeServer(ScriptedJudge(reply=router(pairwise=fixed_on_reask))) as srv:
+        mj = _meta(srv)
+        v = mj.compare("task", BIG, SMALL)
+        mj.close()
+    assert v.ok and v.credit_a == 1.0
+
+
+def test_meta_rubric_ships_and_pointwise_scores_with_the_scorer():
+    meta = load_meta_rubric()
+    assert 6 <= len(meta) <= 12 and any(c.weight < 0 for c in meta.criteria)
+    assert {"double_counting", "rewards_verbosity", "atomic", "testable"} <= {c.name for c in meta.criteria}
+
+    # scripted: a rubric with a penalty criterion is task-specific and misses no penalty; others the reverse
+    verdicts = {"task_specific": lambda r, b: "MET" if "penalty" in r else "UNMET",
+                "missing_penalty": lambda r, b: "UNMET" if "penalty" in r else "MET"}
+    with JudgeServer(ScriptedJudge(verdicts, default="UNMET")) as srv:
+        mj = _meta(srv, mode="pointwise")
+        big = mj.score("Write a haiku.", BIG)
+        v = mj.compare("Write a haiku.", SMALL, BIG)
+        n_requests = srv.requests
+        mj.close()
+    assert big.ok and big.score == pytest.approx(3 / 14)
+    assert [x["criterion"] for x in big.details["result"]["verdicts"]][:2] == ["task_specific", "covers_instructions"]
+    assert (v.credit_a, v.outcome) == (0.0, "b") and v.details["a"]["score"] == 0.0
+    assert n_requests == 2 * len(meta)  # BIG scored once (memoised), SMALL once
+
+
+def test_outcome_mode_measures_agreement_with_human_labels():
+    labels = [
+        {"response_a": "It rains on the tin roof.", "response_b": "Sunny day.", "winner": "A"},
+        {"response_a": "Dry.", "response_b": "Rain drums the tin roof.", "winner": "B"},
+        {"response_a": "x", "response_b": "y", "winner": "tie"},
+    ]
+    rain = Rubric.from_obj({"name": "rain", "criteria": [{"name": "rain", "requirement": "Mentions rain."}]})
+    sun = Rubric.from_obj({"name": "sun", "criteria": [{"name": "sun", "requirement": "Mentions sun."}]})
+    verdicts = {"rain": lambda r, b: "MET" if "ain" in r else "UNMET",
+                "sun": lambda r, b: "MET" if "Sunny" in r else "UNMET"}
+    with JudgeServer(ScriptedJudge(verdicts)) as srv:
+        mj = _meta(srv, mode="outcome")
+        good = mj.score("Write about rain.", rain, labels=labels)
+        v = mj.compare("Write about rain.", rain, sun, labels=labels)
+        none = mj.compare("Write about rain.", rain, sun)
+        mj.close()
+    assert good.score == 1.0 and good.details["n"] == 2 and good.details["n_ties_dropped"] == 1
+    assert v.details["b"]["score"] == 0.25  # sun: wrong on pair 1, a score tie (0.5) on pair 2
+    assert (v.credit_a, v.outcome) == (1.0, "a")
+    assert not none.ok and "needs human-labelled response pairs" in none.error
+
+
+def test_bad_mode_is_a_clear_error():
+    with pytest.raises(ValueError, match="mode"):
+        MetaJudge(JudgeConfig(model="m", base_url="http://127.0.0.1:9/v1"), config={"mode": "vibes"})
+
+
+
+def _cut(content):
+    body = {"id": "x", "object": "chat.completion", "created": 0, "model": "meta",
+            "choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 512, "total_tokens": 522}}
+    return Fault(body=json.dumps(body))
+
+
+def test_a_pick_whose_reason_ran_past_max_tokens_is_kept_but_a_cut_before_the_pick_is_not():
+    rambling = '{"winner": "A", "reason": "because because because'
+    faults = FaultPlan(fixed={1: _cut(rambling), 2: _cut(rambling)})
+    with JudgeServer(ScriptedJudge(reply=router()), faults=faults) as srv:
+        mj = _meta(srv)
+        v = mj.compare("task", BIG, SMALL)
+        mj.close()
+    assert (v.credit_a, v.outcome) == (0.5, "tie")  # "A" in both orders: position bias, kept as a tie
+    assert all(o["truncated"] and o["winner"] == "A" for o in v.details["orders"])
+
+    early = '{"reason": "because because'
+    faults = FaultPlan(fixed={i: _cut(early) for i in range(1, 5)})
+    with JudgeServer(ScriptedJudge(reply=router()), faults=faults) as srv:
+        mj = _meta(srv)
+        v = mj.compare("task", BIG, SMALL)
+        mj.close()
+    assert not v.ok and "cut off at max_tokens=512" in v.error

@@ -1,0 +1,53 @@
+"""The tiny local model as a rubric generator: it never writes JSON, so every failure is recorded."""
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from rubric_reward.generation.generate import GenerationConfig, RubricGenerator  # noqa: E402
+from rubric_reward.judges import JudgeConfig  # noqa: E402
+from rubric_reward.testing.tiny_model import build_tiny_qwen3  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    return str(build_tiny_qwen3(tmp_path_factory.mktemp("models") / "tiny-qwen3"))
+
+
+@pytest.mark.timeout(120)
+def test_tiny_generator_failures_are_recorded_and_samples_differ(tiny_model):
+    cfg = JudgeConfig(model=tiny_model, backend="transformers", verdict_mode="generate", seed=7)
+    gen = RubricGenerator(cfg, config=GenerationConfig(max_tokens=24), temperature=0.8)
+    try:
+        cands = gen.candidates("Write a haiku about rain.", 3, prompt_id="haiku")
+        greedy = RubricGenerator(cfg, config=GenerationConfig(max_tokens=24), temperature=0.0)
+        g1 = greedy.generate("Write a haiku about rain.")
+        g2 = greedy.generate("Write a haiku about rain.")
+        greedy.close()
+    finally:
+        gen.close()
+    for c in cands:
+        assert not c.ok and c.rubric is None
+        assert c.attempts == 2 and c.error.startswith("no usable rubric after 2 ask(s)")
+        assert c.text is not None  # the raw answer is kept
+    assert [c.sample_index for c in cands] == [0, 1, 2]
+    assert len({c.text for c in cands}) > 1  # temperature 0.8 samples; distinct sample indexes are not collapsed
+    assert g1.text == g2.text  # greedy is deterministic
+
+
+@pytest.mark.timeout(120)
+def test_tiny_local_meta_judge_scores_a_against_b_so_answers_are_always_on_menu(tiny_model):
+    from rubric_reward.generation.metajudge import MetaJudge
+    from rubric_reward.rubric import Rubric
+
+    a = Rubric.from_obj(["The poem has three lines.", "The poem is about rain."])
+    b = Rubric.from_obj(["The response is good."])
+    mj = MetaJudge(JudgeConfig(model=tiny_model, backend="transformers"))  # logprob verdict mode
+    try:
+        v = mj.compare("Write a haiku about rain.", a, b)
+    finally:
+        mj.close()
+    assert v.ok and v.credit_a in (0.0, 0.5, 1.0)
+    for order in v.details["orders"]:
+        assert order["winner"] in ("A", "B") and order["reason"].startswith("logprob verdict: P(A)=")
