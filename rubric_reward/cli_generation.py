@@ -63,17 +63,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("--input", required=True,
                    help="JSONL of prompts: 'prompt' (or 'conversation'/'messages'), optional 'id'")
     p.add_argument("--out", required=True, help="output JSONL (one rubric per prompt, or one for --level dataset)")
-    p.add_argument("--level", default="instance", choices=["instance", "dataset"])
+    p.add_argument("--level", default="instance", choices=["instance", "dataset"],
+                   help="one rubric per prompt (instance, default) or one for the whole dataset")
     p.add_argument("--generator", help="model (litellm string, or any name with --base-url, or a local path) or a "
                    "judge YAML; default: the bundled offline SmolLM2-135M-Instruct")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--api-key-env", help="environment variable holding the API key")
     p.add_argument("--temperature", type=float, help="sampling temperature (default: the config's, 0)")
-    p.add_argument("--min-criteria", type=int, default=3)
-    p.add_argument("--max-criteria", type=int, default=10)
+    p.add_argument("--min-criteria", type=int, default=3, help="fewest criteria a rubric may have (default 3)")
+    p.add_argument("--max-criteria", type=int, default=10, help="most criteria a rubric may have (default 10)")
     p.add_argument("--sample", type=int, default=16, help="dataset level: prompts shown to the generator")
     p.add_argument("--seed", type=int, default=0, help="dataset level: seed of the prompt sample")
-    p.add_argument("--max-tokens", type=int, default=1024)
+    p.add_argument("--max-tokens", type=int, default=1024, help="generation budget per rubric (default 1024)")
     p.add_argument("--concurrency", type=int, default=8, help="prompts in flight")
     p.add_argument("--cache", help="reply cache file (default: cache.sqlite beside --out; share the judges' one)")
     p.add_argument("--no-cache", action="store_true", help="do not cache replies")
@@ -146,7 +147,8 @@ def register_training(subparsers: Any) -> None:
     p.add_argument("--generator", help="base generator model (overrides loop.generator)")
     p.add_argument("--prompts", help="training prompts JSONL (overrides loop.prompts)")
     p.add_argument("--limit", type=int, help="use the first N prompts")
-    p.add_argument("--train-launcher", choices=["python", "accelerate", "in_process"])
+    p.add_argument("--train-launcher", choices=["python", "accelerate", "in_process"],
+                   help="how DPO training runs (default: the config's loop.train_launcher)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or stage lines")
     p.set_defaults(func=_cmd_dpo_loop)
 

@@ -42,6 +42,7 @@ def add_serve_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", help="reward.yaml (judge, rubric, rubric_dir, scoring, limits, auth)")
     p.add_argument("--host", help="address to listen on (default: serve.host, 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default: serve.port, 8000; 0 picks a free one)")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="logging level of the service (default info)")
     p.add_argument("--no-access-log", action="store_true", help="do not log each request")
     p.set_defaults(func=_cmd_serve)
