@@ -161,6 +161,7 @@ def test_the_judge_server_command_line_takes_a_per_criterion_script(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+        proc.stdout.close()
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert code == 0 and rows and all(r["score"] is not None for r in rows)
     labels = {v["criterion"]: v["label"] for v in rows[0]["verdicts"]}

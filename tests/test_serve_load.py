@@ -122,10 +122,13 @@ def test_sigterm_finishes_accepted_requests_and_refuses_new_ones(judge_server, t
     finally:
         if proc.poll() is None:
             proc.kill()
+        proc.wait(30)
+        out = proc.stdout.read()
+        proc.stdout.close()  # closed here, not left to the garbage collector (a ResourceWarning in a later test)
+        proc.stderr.close()
     print("late request:", late_answer)
     assert late_answer.startswith("refused") or late_answer == "HTTP 503", late_answer
     assert len(answers) == 10 and all(status == 200 for status, _ in answers)
     assert all(a["results"][0]["score"] == 1.0 for _, a in answers)  # finished, not cut short
     assert rc == 0
-    out = proc.stdout.read()
     assert "stopped" in out
