@@ -223,3 +223,52 @@ def test_cli_generate(tmp_path, capsys):
     assert main(["generate", "--input", str(empty), "--generator", "gen", "--base-url", "http://127.0.0.1:9/v1",
                  "--out", str(tmp_path / "x.jsonl"), "--quiet"]) == 2
     assert "line 1: no prompt" in capsys.readouterr().err
+
+
+LIST_CFG = GenerationConfig(format="list", min_criteria=3, max_criteria=6)
+
+
+def test_list_format_reads_bracketed_weights_and_round_trips_through_rubric_text():
+    from rubric_reward.generation.generate import rubric_text
+
+    text = ("1. The response names Paris. [5]\n2. **The response is one sentence.** (2)\n"
+            "3. The response invents a source. [-3]\n4) The response cites the census (weight 1).\n"
+            "5. The response is polite.")
+    rubric, repairs = parse_rubric(text, config=LIST_CFG)
+    assert [c.weight for c in rubric.criteria] == [5.0, 2.0, -3.0, 1.0, 1.0]
+    assert rubric.criteria[2].requirement == "The response invents a source."
+    assert repairs == ["named the rubric"] + [f"criteria[{i}]: named it {c.name!r}" for i, c in enumerate(rubric.criteria)]
+    listed = rubric_text(rubric, "list")
+    assert listed.splitlines()[2] == "3. The response invents a source. [-3]"
+    again, _ = parse_rubric(listed, config=LIST_CFG)
+    assert [(c.requirement, c.weight) for c in again.criteria] == [(c.requirement, c.weight) for c in rubric.criteria]
+    # "[5]" is a weight in the list format, never a JSON array; prose is a clear failure
+    with pytest.raises(RubricError, match="no numbered list"):
+        parse_rubric("A good answer is short and correct.", config=LIST_CFG)
+    with pytest.raises(ValueError, match="'format'"):
+        GenerationConfig(format="yaml")
+
+
+def test_list_format_over_http_shows_a_worked_example_and_asks_for_no_schema():
+    answers = iter(["Sure! Here is a rubric for you.",
+                    "1. The response explains recursion with an analogy. [4]\n"
+                    "2. The response uses words a child knows. [3]\n3. The response is condescending. [-2]"])
+    with _server(router(generate=lambda body: next(answers))) as srv:
+        gen = RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url), config=LIST_CFG)
+        try:
+            r = gen.generate("Explain recursion to a child.", prompt_id="rec")
+        finally:
+            gen.close()
+        first, second = srv.bodies
+    assert r.ok and r.attempts == 2 and [c.weight for c in r.rubric.criteria] == [4.0, 3.0, -2.0]
+    assert "response_format" not in first
+    roles = [m["role"] for m in first["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert first["messages"][2]["content"].startswith("1. The response explains how to boil an egg. [5]")
+    assert "Explain recursion to a child." in first["messages"][3]["content"]
+    assert second["messages"][-1]["content"].endswith("Reply again with only the numbered list of criteria in the "
+                                                      "requested format.")
+    json_gen = RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url))
+    assert json_gen.fingerprint() != RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url),
+                                                     config=LIST_CFG).fingerprint()
+    json_gen.close()

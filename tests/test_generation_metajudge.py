@@ -9,7 +9,7 @@ from rubric_reward.generation.metajudge import (
 )
 from rubric_reward.judges import JudgeConfig
 from rubric_reward.rubric import Rubric
-from rubric_reward.testing.judge_server import Fault, FaultPlan, JudgeServer, ScriptedJudge
+from rubric_reward.testing.judge_server import Fault, FaultPlan, JudgeServer, ScriptedJudge, _token_logprobs
 
 from _generation_fixtures import is_pairwise, prefer_more_criteria, router
 
@@ -160,3 +160,66 @@ def test_a_pick_whose_reason_ran_past_max_tokens_is_kept_but_a_cut_before_the_pi
         v = mj.compare("task", BIG, SMALL)
         mj.close()
     assert not v.ok and "cut off at max_tokens=512" in v.error
+
+
+class _SurePicker(ScriptedJudge):
+    """Always answers "A" (position bias), but more sure of it when BIG is shown first."""
+
+    def answer(self, body):
+        if not is_pairwise(body):
+            return super().answer(body)
+        first = body["messages"][1]["content"].split("## Rubric B")[0]
+        p_a = 0.9 if "three lines" in first else 0.6
+        prefix = '{"winner": "'
+        text = prefix + 'A", "reason": "first"}'
+        tokens = _token_logprobs(prefix, "A", '", "reason": "first"}', {"A": p_a, "B": 1 - p_a})
+        return text, tokens if body.get("logprobs") else None
+
+
+def test_soft_credit_reads_pick_probabilities_so_position_bias_cancels():
+    with JudgeServer(_SurePicker()) as srv:
+        hard = _meta(srv).compare("Write a haiku about rain on a tin roof.", BIG, SMALL)
+        mj = _meta(srv, credit="soft")
+        soft = mj.compare("Write a haiku about rain on a tin roof.", BIG, SMALL)
+        flipped = mj.compare("Write a haiku about rain on a tin roof.", SMALL, BIG)
+        mj.close()
+        asked = [b.get("logprobs") for b in srv.bodies if is_pairwise(b)]
+    assert (hard.credit_a, hard.outcome) == (0.5, "tie")
+    # BIG shown first: P(A) = 0.9; SMALL shown first: P(A) = 0.6, so P(BIG) = 0.4
+    assert soft.credit_a == pytest.approx(0.5 * 0.9 + 0.5 * 0.4)
+    assert (soft.outcome, soft.order_inconsistent) == ("a", True)
+    assert flipped.credit_a == pytest.approx(1 - soft.credit_a) and flipped.outcome == "b"
+    assert [o["p"]["A"] for o in soft.details["orders"]] == pytest.approx([0.9, 0.6])
+    assert asked[:2] == [None, None] and all(asked[2:])  # logprobs asked for only with soft credit
+
+
+def test_soft_credit_falls_back_to_the_pick_without_logprobs():
+    always_a = lambda body: json.dumps({"reason": "first is best", "winner": "A"})  # noqa: E731
+    with JudgeServer(ScriptedJudge(reply=router(pairwise=always_a))) as srv:
+        mj = _meta(srv, credit="soft")
+        v = mj.compare("task", BIG, SMALL)
+        mj.close()
+    assert (v.credit_a, v.outcome, v.order_inconsistent) == (0.5, "tie", True)
+    assert [o["p"] for o in v.details["orders"]] == [None, None]
+    with pytest.raises(ValueError, match="'credit'"):
+        MetaJudge(JudgeConfig(model="m", base_url="http://127.0.0.1:9/v1"), config={"credit": "fuzzy"})
+
+
+def test_pointwise_can_rank_by_expected_score_when_hard_scores_tie():
+    # every meta-rubric criterion MET (a tiny judge's habit) but with different confidence per rubric
+    sure = lambda r, b: {"MET": 0.9, "UNMET": 0.1} if "three lines" in r else {"MET": 0.6, "UNMET": 0.4}  # noqa: E731
+    with JudgeServer(ScriptedJudge(default=sure)) as srv:
+        spec = JudgeConfig(model="meta", base_url=srv.base_url, logprobs=True)
+        hard = MetaJudge(spec, config={"mode": "pointwise"})
+        soft = MetaJudge(spec, config={"mode": "pointwise", "point_score": "expected_score"})
+        tie = hard.compare("Write a haiku.", BIG, SMALL)
+        ranked = soft.compare("Write a haiku.", BIG, SMALL)
+        big = soft.score("Write a haiku.", BIG)
+        hard.close()
+        soft.close()
+    assert (tie.credit_a, tie.outcome) == (0.5, "tie")
+    assert tie.details["a"]["score"] == tie.details["b"]["score"]
+    assert (ranked.credit_a, ranked.outcome) == (1.0, "a")
+    assert big.score == pytest.approx(big.details["result"]["expected_score"])
+    with pytest.raises(ValueError, match="'point_score'"):
+        MetaJudge(spec, config={"mode": "pointwise", "point_score": "best"})

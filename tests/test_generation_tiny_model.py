@@ -51,3 +51,23 @@ def test_tiny_local_meta_judge_scores_a_against_b_so_answers_are_always_on_menu(
     assert v.ok and v.credit_a in (0.0, 0.5, 1.0)
     for order in v.details["orders"]:
         assert order["winner"] in ("A", "B") and order["reason"].startswith("logprob verdict: P(A)=")
+
+
+@pytest.mark.timeout(120)
+def test_tiny_local_meta_judge_soft_credit_is_the_mean_pick_probability(tiny_model):
+    from rubric_reward.generation.metajudge import MetaJudge
+    from rubric_reward.rubric import Rubric
+
+    a = Rubric.from_obj(["The poem has three lines.", "The poem is about rain."])
+    b = Rubric.from_obj(["The response is good."])
+    mj = MetaJudge(JudgeConfig(model=tiny_model, backend="transformers"), config={"credit": "soft"})
+    try:
+        v = mj.compare("Write a haiku about rain.", a, b)
+    finally:
+        mj.close()
+    ab, ba = v.details["orders"]
+    assert ab["p"]["A"] + ab["p"]["B"] == pytest.approx(1.0)
+    assert v.credit_a == pytest.approx(0.5 * ab["p"]["A"] + 0.5 * ba["p"]["B"])
+    assert 0.0 < v.credit_a < 1.0 and v.credit_a != 0.5
+    # the probabilities are the ones the logprob verdict reports in its reason
+    assert f"P(A)={ab['p']['A']:.3f}" in ab["reason"]

@@ -42,6 +42,7 @@ from ..journal import write_atomic
 from ..judges.base import ChatRequest
 from ..prompts import fence
 from ..rubric import Rubric
+from .answers import json_values
 from .human_data import PairwiseRow, PointwiseRow, load_helpsteer2, load_mt_bench, split_ids
 
 __all__ = ["EvalGeneratorConfig", "GeneratorSpec", "PAIRWISE_SCHEMA", "evaluate_generators", "pairwise_messages",
@@ -340,13 +341,7 @@ def parse_choice(text: str | None) -> tuple[str, str]:
     """``(verdict, reason)`` with verdict "1" or "2"; ``ValueError`` for anything else."""
     if not text or not text.strip():
         raise ValueError("the answer is empty")
-    cleaned = re.sub(r"<think>.*?</think>", "", text, flags=re.S)
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\{", cleaned):
-        try:
-            obj, _ = decoder.raw_decode(cleaned, m.start())
-        except json.JSONDecodeError:
-            continue
+    for obj in json_values(text, "{"):
         if isinstance(obj, dict) and "verdict" in obj:
             v = str(obj["verdict"]).strip()
             if v in ("1", "2"):

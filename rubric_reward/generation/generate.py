@@ -35,6 +35,7 @@ from ..judges.config import JudgeConfig
 from ..judges.judge import Judge, as_judges
 from ..prompts import fence
 from ..rubric import Rubric, RubricError
+from .answers import json_values, strip_think
 
 __all__ = [
     "GENERATION_TEMPLATE_VERSION",
@@ -101,6 +102,25 @@ Answer with one JSON object and nothing else:
 {{"name": "<short_snake_case_name>", "criteria": [{{"name": "<short_snake_case_name>", \
 "requirement": "<the statement>", "weight": <number>}}, ...]}}"""
 
+LIST_SYSTEM_PROMPT = """\
+You write evaluation rubrics. A judge will check each criterion against a response and answer yes or no.
+Write {lo} to {hi} criteria as a numbered list, one per line. Each criterion is one short, specific \
+sentence that starts with "The response", and ends with its weight in square brackets: [1] to [5] \
+for how much it matters, or [-1] to [-5] for a flaw. Check the task's explicit instructions and the \
+facts it needs. Write nothing else."""
+
+LIST_EXAMPLE = (
+    "## Task\n```task\nTell a friend how to boil an egg in at most three sentences.\n```\n\n"
+    "Write the rubric for judging responses to this task.",
+    "1. The response explains how to boil an egg. [5]\n"
+    "2. The response has at most three sentences. [4]\n"
+    "3. The response gives a cooking time in minutes. [3]\n"
+    "4. The response speaks to a friend in a casual tone. [2]\n"
+    "5. The response gives unsafe advice. [-3]",
+)
+"""A worked example shown before the task in the ``list`` format (small models copy a format far
+more reliably than they follow a description of it)."""
+
 
 # ---------------------------------------------------------------------------- config and results
 @dataclass(frozen=True, slots=True)
@@ -108,8 +128,10 @@ class GenerationConfig:
     """How rubrics are asked for. ``dataset_sample`` prompts (drawn with ``seed``) are shown for a
     dataset-level rubric; ``reasks`` extra attempts follow an unusable answer (default one).
     ``accept_lists``: an answer without JSON that holds a numbered or bulleted list of criteria (the
-    paper's own format, and what small local models tend to write) is read as binary criteria of
-    weight 1 (recorded as a repair)."""
+    paper's own format, and what small local models tend to write) is read as binary criteria, weight
+    1 unless the line ends with one in brackets (recorded as a repair). ``format``: ``json`` asks for
+    :data:`RUBRIC_SCHEMA`; ``list`` asks for a numbered list of criteria with bracketed weights after
+    one worked example, a format a small local model can follow (DPO targets use the same format)."""
 
     level: str = "instance"
     min_criteria: int = 3
@@ -120,10 +142,13 @@ class GenerationConfig:
     reasks: int = 1
     concurrency: int = 8
     accept_lists: bool = True
+    format: str = "json"
 
     def __post_init__(self) -> None:
         if self.level not in ("instance", "dataset"):
             raise ValueError(f"generation: field 'level' must be 'instance' or 'dataset', got {self.level!r}")
+        if self.format not in ("json", "list"):
+            raise ValueError(f"generation: field 'format' must be 'json' or 'list', got {self.format!r}")
         if not 1 <= self.min_criteria <= self.max_criteria:
             raise ValueError(f"generation: need 1 <= min_criteria <= max_criteria, got "
                              f"{self.min_criteria} and {self.max_criteria}")
@@ -186,8 +211,10 @@ class GeneratedRubric:
                    int(d.get("prompt_tokens", 0)), int(d.get("completion_tokens", 0)), bool(d.get("cached", False)))
 
 
-def rubric_text(rubric: Rubric) -> str:
-    """A rubric as the canonical JSON answer a generator should give (used for DPO targets)."""
+def rubric_text(rubric: Rubric, format: str = "json") -> str:
+    """A rubric as the canonical answer a generator should give in ``format`` (used for DPO targets)."""
+    if format == "list":
+        return "\n".join(f"{i}. {c.requirement or c.name} [{c.weight:g}]" for i, c in enumerate(rubric.criteria, 1))
     return json.dumps(rubric.to_dict(), ensure_ascii=False)
 
 
@@ -207,7 +234,8 @@ def generation_messages(prompt: Any, *, config: GenerationConfig | None = None,
     """The chat messages that ask for a rubric: for one prompt, or (``dataset=True``) for a list of
     sample prompts from one dataset. These are also the DPO ``prompt`` of a preference row."""
     config = config or GenerationConfig()
-    system = SYSTEM_PROMPT.format(lo=config.min_criteria, hi=config.max_criteria)
+    template = LIST_SYSTEM_PROMPT if config.format == "list" else SYSTEM_PROMPT
+    system = template.format(lo=config.min_criteria, hi=config.max_criteria)
     if dataset:
         samples = list(prompt)
         blocks = [f"### Task {i}\n{fence(task_text(p), 'task')}" for i, p in enumerate(samples, 1)]
@@ -217,6 +245,10 @@ def generation_messages(prompt: Any, *, config: GenerationConfig | None = None,
     else:
         user = ("## Task\n" + fence(task_text(prompt), "task") +
                 "\n\nWrite the rubric for judging responses to this task.")
+    if config.format == "list":
+        example_task, example_rubric = LIST_EXAMPLE
+        return ({"role": "system", "content": system}, {"role": "user", "content": example_task},
+                {"role": "assistant", "content": example_rubric}, {"role": "user", "content": user})
     return ({"role": "system", "content": system}, {"role": "user", "content": user})
 
 
@@ -228,13 +260,7 @@ _CRITERION_KEEP = {"name", "requirement", "weight", "kind", "options", "allow_ab
 
 def _extract_json(text: str) -> Any:
     """The first JSON object or list in ``text`` (code fences and chatter around it are ignored)."""
-    cleaned = re.sub(r"<think>.*?</think>", "", text, flags=re.S)
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"[\[{]", cleaned):
-        try:
-            obj, _ = decoder.raw_decode(cleaned, m.start())
-        except json.JSONDecodeError:
-            continue
+    for obj in json_values(text):
         if isinstance(obj, dict | list) and obj:
             return obj
     raise RubricError("the answer holds no JSON object")
@@ -243,16 +269,22 @@ def _extract_json(text: str) -> Any:
 _LIST_ITEM = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*\u2022])\s+(.+?)\s*$")
 
 
-def _extract_list(text: str) -> list[str]:
-    """The items of the numbered or bulleted list in ``text`` (markdown emphasis removed)."""
-    cleaned = re.sub(r"<think>.*?</think>", "", text, flags=re.S)
+_ITEM_WEIGHT = re.compile(r"\s*[\[(](?:weight:?\s*)?([+-]?\d+(?:\.\d+)?)[\])]\.?$", re.I)
+
+
+def _extract_list(text: str) -> list[dict[str, Any]]:
+    """The items of the numbered or bulleted list in ``text`` (markdown emphasis removed) as criteria,
+    with the weight a line ends with (``[3]``, ``(-2)``, ``(weight 2)``), else 1."""
     items = []
-    for line in cleaned.splitlines():
+    for line in strip_think(text).splitlines():
         m = _LIST_ITEM.match(line)
         if m:
             item = re.sub(r"[*_`]{1,3}", "", m.group(1)).strip()
-            if len(item) > 3:
-                items.append(item)
+            w = _ITEM_WEIGHT.search(item)
+            weight = float(w.group(1)) if w else 1.0
+            item = item[:w.start()].strip() if w else item
+            if len(item) > 3 and weight != 0:
+                items.append({"requirement": item, "weight": weight})
     return items
 
 
@@ -272,14 +304,19 @@ def parse_rubric(text: str | None, *, config: GenerationConfig | None = None,
     if not text or not text.strip():
         raise RubricError("the answer is empty")
     repairs: list[str] = []
-    try:
-        obj = _extract_json(text)
-    except RubricError:
-        items = _extract_list(text) if config.accept_lists else []
-        if len(items) < config.min_criteria:
-            raise
-        obj = {"criteria": items}
-        repairs.append(f"read a list of {len(items)} criteria (binary, weight 1) instead of JSON")
+    listed = _extract_list(text) if config.accept_lists or config.format == "list" else []
+    if config.format == "list" and listed:  # asked for a list: "[5]" is a weight, not a JSON array
+        obj: Any = {"criteria": listed}
+    else:
+        try:
+            obj = _extract_json(text)
+        except RubricError:
+            if len(listed) < config.min_criteria:
+                if config.format == "list":
+                    raise RubricError("the answer holds no numbered list of criteria") from None
+                raise
+            obj = {"criteria": listed}
+            repairs.append(f"read a list of {len(listed)} criteria instead of JSON")
     if isinstance(obj, dict) and "criteria" not in obj and isinstance(obj.get("rubric"), dict | list):
         obj = obj["rubric"]
         repairs.append("unwrapped 'rubric'")
@@ -353,13 +390,15 @@ def parse_rubric(text: str | None, *, config: GenerationConfig | None = None,
 _REASK_QUOTE = 1500  # characters of the bad answer quoted back (a truncated answer could overflow the context)
 
 
-def _reask(messages: Sequence[Mapping[str, str]], bad: str | None, problem: str) -> tuple[dict[str, str], ...]:
+def _reask(messages: Sequence[Mapping[str, str]], bad: str | None, problem: str,
+           format: str = "json") -> tuple[dict[str, str], ...]:
     bad = bad or ""
     if len(bad) > _REASK_QUOTE:
         bad = bad[:_REASK_QUOTE] + " [...]"
+    wanted = "numbered list of criteria" if format == "list" else "JSON object"
     return (*map(dict, messages), {"role": "assistant", "content": bad},
             {"role": "user", "content": f"Your answer could not be used: {problem}. Reply again with only the "
-                                        "JSON object in the requested format."})
+                                        f"{wanted} in the requested format."})
 
 
 # ---------------------------------------------------------------------------- the generator
@@ -417,7 +456,9 @@ class RubricGenerator:
 
         settings = {k: v for k, v in asdict(self.config).items() if k != "concurrency"}  # operational only
         blob = {"judge": judge_fingerprint(self.judge.config), "config": settings,
-                "template": GENERATION_TEMPLATE_VERSION, "system": SYSTEM_PROMPT}
+                "template": GENERATION_TEMPLATE_VERSION,
+                "system": LIST_SYSTEM_PROMPT if self.config.format == "list" else SYSTEM_PROMPT,
+                "example": LIST_EXAMPLE if self.config.format == "list" else None}
         return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     # ------------------------------------------------------------------ async core
@@ -428,8 +469,8 @@ class RubricGenerator:
         last_text: str | None = None
         problem = ""
         for round_ in range(cfg.reasks + 1):
-            request = ChatRequest(messages=messages, schema=RUBRIC_SCHEMA, max_tokens=cfg.max_tokens,
-                                  sample_index=sample_index)
+            request = ChatRequest(messages=messages, schema=RUBRIC_SCHEMA if cfg.format == "json" else None,
+                                  max_tokens=cfg.max_tokens, sample_index=sample_index)
             reply: ChatReply = await self.judge.complete(request, accept=self._acceptor(name))
             attempts += 1
             cost += reply.cost
@@ -450,7 +491,7 @@ class RubricGenerator:
                 except RubricError as exc:
                     problem = str(exc)
             if round_ < cfg.reasks:
-                messages = _reask(messages, reply.text, problem)
+                messages = _reask(messages, reply.text, problem, cfg.format)
         return GeneratedRubric(prompt_id, None, last_text, f"no usable rubric after {attempts} ask(s): {problem}",
                                attempts, (), sample_index, cost, pt, ct, cached)
 
@@ -664,7 +705,6 @@ def generate_rubrics(input: str | Path | Sequence[Any], out: str | Path, *, gene
     spent = 0.0
 
     async def run(bar: Progress) -> None:
-        nonlocal spent
         sem = asyncio.Semaphore(gen.config.concurrency)
 
         async def one(pid: str, key: str, row: PromptRow | None) -> None:

@@ -6,7 +6,11 @@
   rubric it picked, so a rubric picked in both orders gets 1, and a pair whose winner changes with the
   order (position bias) gets 0.5 each and is recorded as a tie (``order_inconsistent``). An answer
   off the menu is re-asked once; if it stays off-menu the pair is a recorded failure (no credit, left
-  out of Bradley-Terry), never a guess.
+  out of Bradley-Terry), never a guess. With ``credit: soft`` each order instead gives the judge's
+  probability of picking each rubric (read from the label logprobs: in-process logprob judges always
+  have them, remote judges are asked for them), so a position-biased judge that always says "A" still
+  ranks by how much more sure it is of one rubric than the other; an order without probabilities falls
+  back to its pick.
 * ``pointwise``: each rubric is scored by the package's own :class:`~rubric_reward.scorer.Scorer`
   against a meta-rubric (``rubric_reward/data/meta_rubric.yaml`` unless ``meta_rubric`` names
   another), so rubric quality is a rubric score with every verdict explained; the higher score wins,
@@ -30,16 +34,19 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..judges.base import ChatRequest, ReplyCache
+from ..judges.base import ChatReply, ChatRequest, ReplyCache
 from ..judges.judge import Judge
+from ..logprob_verdicts import label_probabilities
 from ..prompts import fence
 from ..rubric import Rubric, load_rubric
+from .answers import json_values
 from .generate import _one_judge, task_text
 
 __all__ = [
     "LOCAL_PAIRWISE_SCHEMA", "MetaJudge", "MetaJudgeConfig", "OutcomeResult", "PAIRWISE_SCHEMA", "PairJudgement",
     "PointJudgement",
-    "aoutcome_agreement", "load_meta_rubric", "pairwise_messages", "parse_winner", "render_rubric",
+    "aoutcome_agreement", "load_meta_rubric", "pairwise_messages", "parse_winner", "pick_probabilities",
+    "render_rubric",
 ]
 
 MODES = ("pairwise", "pointwise", "outcome")
@@ -106,13 +113,7 @@ def parse_winner(text: str | None) -> tuple[str, str]:
     """``(winner, reason)`` from a pairwise answer; raises :class:`OffMenu` for anything but A or B."""
     if not text or not text.strip():
         raise OffMenu("the answer is empty")
-    cleaned = re.sub(r"<think>.*?</think>", "", text, flags=re.S)
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\{", cleaned):
-        try:
-            obj, _ = decoder.raw_decode(cleaned, m.start())
-        except json.JSONDecodeError:
-            continue
+    for obj in json_values(text, "{"):
         if isinstance(obj, dict) and ("winner" in obj or "verdict" in obj):
             winner = obj.get("winner", obj.get("verdict"))
             if isinstance(winner, str) and winner.strip().upper() in ("A", "B"):
@@ -124,10 +125,11 @@ def parse_winner(text: str | None) -> tuple[str, str]:
 # ---------------------------------------------------------------------------- results
 @dataclass(frozen=True, slots=True)
 class PairJudgement:
-    """The verdict on one pair: ``credit_a`` in {0, 0.5, 1} (None when it failed) and the transcript.
+    """The verdict on one pair: ``credit_a`` in [0, 1] (None when it failed) and the transcript.
 
-    ``outcome`` is "a", "b", "tie" or "failed"; ``order_inconsistent`` marks a tie that came from the
-    two orders disagreeing. ``details`` holds the per-order answers (pairwise) or both scores.
+    ``credit_a`` is 0, 0.5 or 1 except with soft pairwise credit. ``outcome`` is "a", "b", "tie" or
+    "failed"; ``order_inconsistent`` marks pairs whose two orders picked different rubrics (a tie under
+    hard credit). ``details`` holds the per-order answers (pairwise) or both scores.
     """
 
     mode: str
@@ -239,17 +241,28 @@ async def aoutcome_agreement(prompt: Any, rubric: Rubric, pairs: Sequence[Mappin
 @dataclass(frozen=True, slots=True)
 class MetaJudgeConfig:
     """``mode``: pairwise | pointwise | outcome; ``meta_rubric``: a rubric file for pointwise (default:
-    the shipped one); ``reasks``: re-asks after an off-menu pairwise answer; ``seed`` for the Scorer."""
+    the shipped one); ``reasks``: re-asks after an off-menu pairwise answer; ``seed`` for the Scorer;
+    ``credit`` (pairwise): ``hard`` (half a point per order to the pick) or ``soft`` (half the pick
+    probability per order, from the label logprobs); ``point_score`` (pointwise): the meta-rubric
+    result's ``score`` or its ``expected_score`` (continuous, from label probabilities; falls back to
+    ``score`` where the judge gives none)."""
 
     mode: str = "pairwise"
     meta_rubric: str | None = None
     max_tokens: int = 512
     reasks: int = 1
     seed: int = 0
+    credit: str = "hard"
+    point_score: str = "score"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"meta-judge: field 'mode' must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.credit not in ("hard", "soft"):
+            raise ValueError(f"meta-judge: field 'credit' must be 'hard' or 'soft', got {self.credit!r}")
+        if self.point_score not in ("score", "expected_score"):
+            raise ValueError(f"meta-judge: field 'point_score' must be 'score' or 'expected_score', "
+                             f"got {self.point_score!r}")
         if self.reasks < 0 or self.max_tokens < 1:
             raise ValueError("meta-judge: 'reasks' must be >= 0 and 'max_tokens' >= 1")
 
@@ -309,8 +322,10 @@ class MetaJudge:
         messages = pairwise_messages(prompt, first, second)
         record: dict[str, Any] = {"order": order, "winner": None, "reason": None, "answers": [], "error": None,
                                   "cost": 0.0}
+        soft = self.config.credit == "soft"
         for round_ in range(self.config.reasks + 1):
-            request = ChatRequest(messages=messages, schema=self._schema, max_tokens=self.config.max_tokens)
+            request = ChatRequest(messages=messages, schema=self._schema, max_tokens=self.config.max_tokens,
+                                  logprobs=soft, top_logprobs=5 if soft else 0)
             reply = await self.judge.complete(request, accept=lambda r: _parses(r.text))
             record["cost"] += reply.cost
             record["answers"].append(reply.text)
@@ -320,6 +335,8 @@ class MetaJudge:
             try:
                 record["winner"], record["reason"] = parse_winner(reply.text)
                 record["error"] = None
+                if soft:
+                    record["p"] = pick_probabilities(reply)
                 return record
             except OffMenu as exc:
                 problem = str(exc)
@@ -344,9 +361,14 @@ class MetaJudge:
         errors = [r["error"] for r in (ab, ba) if r["winner"] is None]
         if errors:
             return PairJudgement("pairwise", None, "failed", False, "; ".join(errors), cost, details)
+        inconsistent = (ab["winner"] == "A") != (ba["winner"] == "B")
+        if self.config.credit == "soft":
+            credit = 0.5 * _p_pick(ab, "A") + 0.5 * _p_pick(ba, "B")
+            outcome = "a" if credit > 0.5 else "b" if credit < 0.5 else "tie"
+            return PairJudgement("pairwise", credit, outcome, inconsistent, None, cost, details)
         credit = 0.5 * (ab["winner"] == "A") + 0.5 * (ba["winner"] == "B")
         outcome = "a" if credit == 1.0 else "b" if credit == 0.0 else "tie"
-        return PairJudgement("pairwise", credit, outcome, outcome == "tie", None, cost, details)
+        return PairJudgement("pairwise", credit, outcome, inconsistent, None, cost, details)
 
     # ------------------------------------------------------------------ pointwise / outcome
     async def ascore(self, prompt: Any, rubric: Rubric, *, labels: Sequence[Mapping[str, Any]] | None = None,
@@ -366,7 +388,10 @@ class MetaJudge:
             task = ("Write an evaluation rubric (numbered criteria with weights) for judging responses to this "
                     "task:\n\n" + task_text(prompt))
             result = await scorer.ascore(task, render_rubric(rubric))
-            return PointJudgement("pointwise", result.score, result.error if result.score is None else None,
+            score = result.score
+            if self.config.point_score == "expected_score" and result.expected_score is not None:
+                score = result.expected_score
+            return PointJudgement("pointwise", score, result.error if score is None else None,
                                   result.cost, {"result": result.to_dict()})
         if not labels:
             return PointJudgement("outcome", None, "outcome mode needs human-labelled response pairs for this prompt")
@@ -434,6 +459,31 @@ class MetaJudge:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+_PICK_SITE = re.compile(r'"(?:winner|verdict)"\s*:\s*"')
+
+
+def pick_probabilities(reply: ChatReply) -> dict[str, float] | None:
+    """P("A") and P("B") at the pairwise answer's pick, normalised over the two, from the reply's token
+    logprobs; None when the reply carries none there."""
+    tokens = reply.logprobs
+    if not tokens:
+        return None
+    starts, pos = [], 0
+    for t in tokens:
+        starts.append(pos)
+        pos += len(t.token)
+    sites = list(_PICK_SITE.finditer("".join(t.token for t in tokens)))
+    if not sites:
+        return None
+    return label_probabilities(tokens, starts, sites[0].end(), ("A", "B"))
+
+
+def _p_pick(order: Mapping[str, Any], label: str) -> float:
+    """One order's probability of picking ``label``: from logprobs, else 1 or 0 by its pick."""
+    p = order.get("p")
+    return float(p[label]) if p else float(order["winner"] == label)
 
 
 def _parses(text: str | None) -> bool:

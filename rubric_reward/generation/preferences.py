@@ -230,7 +230,7 @@ class _Builder:
         pos = {s: n for n, s in enumerate(ranked)}
         bt = bradley_terry(len(ranked), [(pos[e["a"]], pos[e["b"]], e["credit_a"]) for e in ok], prior=cfg.prior)
         strengths = {str(s): bt.strengths[pos[s]] for s in ranked}
-        texts = [rubric_text(cands[s].rubric) for s in ranked]
+        texts = [rubric_text(cands[s].rubric, self.gen.config.format) for s in ranked]
         best, worst, why = choose_pair(bt.strengths, min_win_prob=cfg.min_win_prob, texts=texts)
         base["strengths"] = strengths
         if best is None:

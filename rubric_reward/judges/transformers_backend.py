@@ -190,9 +190,8 @@ class TransformersBackend(BatchingBackend):
         return stop
 
     def generate(self, requests: list[ChatRequest], report: Report | None = None) -> list[ChatReply]:
-        """Greedy decoding from the shared-prefix trees, stopped at the end of the JSON object."""
-        import torch
-
+        """Decoding from the shared-prefix trees (greedy, or seeded sampling at temperature > 0), stopped
+        at the end of the JSON object when the request has a schema."""
         tok = self._tokenizer
         stop = self._stop_ids()
         pick = self._sampler(requests)
@@ -220,7 +219,7 @@ class TransformersBackend(BatchingBackend):
                     else:
                         generated[i].append(t)
                         text = tok.decode(generated[i], skip_special_tokens=True)
-                        end = json_object_end(text)
+                        end = json_object_end(text) if requests[i].schema is not None else None
                         if end is not None:
                             text, ended = text[:end], "stop"
                         elif len(generated[i]) >= budget[i]:
