@@ -283,7 +283,8 @@ def test_offline_default_shortened_trains_smollm2_on_its_own_list_rubrics(tmp_pa
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=880)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "iter_1: " in proc.stdout and (out / "iter_1" / "merged" / "config.json").is_file()
+    assert "the trained generator:" in proc.stdout + proc.stderr
+    assert (out / "iter_1" / "merged" / "config.json").is_file()
     rows = load_from_disk(str(out / "iter_1" / "preferences" / "dataset"))
     assert len(rows) >= 1
     cfg = GenerationConfig(format="list", min_criteria=3, max_criteria=6)
