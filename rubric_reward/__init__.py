@@ -6,8 +6,7 @@ functions for TRL trainers. Heavy libraries load only when a path needs them.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -25,15 +24,4 @@ _EXPORTS = {
 
 __all__ = [*_EXPORTS, "__version__"]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rubric_reward' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, ("__version__",))

@@ -56,3 +56,10 @@ def test_uncompared_candidate_sits_at_the_prior_mean_and_bad_input_is_refused():
             bradley_terry(3, bad)
     with pytest.raises(ValueError):
         bradley_terry(2, [], prior=-1)
+
+
+def test_package_export_is_the_function_even_after_the_submodule_is_imported():
+    import rubric_reward.generation.preferences  # noqa: F401  (imports the bradley_terry submodule)
+    from rubric_reward.generation import bradley_terry as exported
+
+    assert callable(exported) and exported.__name__ == "bradley_terry"

@@ -11,8 +11,7 @@ Nothing heavy is imported until a name is used.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_exports
 
 _EXPORTS = {
     "GenerationConfig": "generate", "GeneratedRubric": "generate", "RubricGenerator": "generate",
@@ -29,9 +28,8 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{module}", __name__), name)
+# `bradley_terry` names both a submodule and its function: importing the submodule (as `preferences` does)
+# would leave the package attribute bound to the module, so bind the function now (a light, pure-Python module).
+from .bradley_terry import bradley_terry  # noqa: E402

@@ -1,0 +1,28 @@
+"""Lazy package exports: public names resolved from their submodules on first use (PEP 562)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from importlib import import_module
+from typing import Any
+
+
+def lazy_exports(package: str, exports: Mapping[str, str],
+                 extra: tuple[str, ...] = ()) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``(__getattr__, __dir__)`` for ``package``, whose name ``N`` lives in submodule ``exports[N]``;
+    a resolved name is stored on the package, so the lookup runs once. ``extra``: names defined in
+    the package itself, listed by ``dir()``."""
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(import_module(f".{module}", package), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*exports, *extra})
+
+    return __getattr__, __dir__
