@@ -41,6 +41,7 @@ from rubric_reward.items import Item  # noqa: E402
 from rubric_reward.judges import ChatRequest, Judge, JudgeConfig  # noqa: E402
 from rubric_reward.prompts import render_call  # noqa: E402
 from rubric_reward.rubric import Rubric  # noqa: E402
+from rubric_reward.testing.judge_server import spawn as spawn_judge  # noqa: E402
 
 WORDS = ("the quick brown fox jumps over a lazy dog while careful graders read every claim and check "
          "each cited source against the stated requirement before any verdict is written down").split()
@@ -74,17 +75,6 @@ def prefix_share(rubric: Rubric, item: dict) -> tuple[float, float]:
             break
         common += 1
     return chars, common / statistics.mean(len(t) for t in tokens)
-
-
-def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rubric_reward.testing.judge_server", "--port", "0", "--latency-ms", str(latency_ms)],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    line = proc.stdout.readline()
-    if not line.startswith("PORT "):
-        raise RuntimeError(f"judge server did not start: {line!r}")
-    return proc, f"http://127.0.0.1:{int(line.split()[1])}/v1"
 
 
 def rendered_requests(rubric: Rubric, items: list[dict], n: int) -> list[ChatRequest]:
@@ -220,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     global SERVER_PID
     rows = []
     for latency in args.latency_ms:
-        proc, url = start_server(latency)
+        proc, url = spawn_judge(latency)
         SERVER_PID = proc.pid
         try:
             ideal = math.ceil(n / c) * latency / 1000

@@ -24,7 +24,6 @@ import argparse
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from rubric_reward import Scorer  # noqa: E402
 from rubric_reward.rl import RubricReward  # noqa: E402
 from rubric_reward.testing.judge_server import JudgeServer, ScriptedJudge  # noqa: E402
+from rubric_reward.testing.judge_server import spawn as spawn_judge  # noqa: E402
 
 WORDS = ("the quick brown fox jumps over a lazy dog while careful graders read every claim and check "
          "each cited source against the stated requirement before any verdict is written down").split()
@@ -59,17 +59,6 @@ def make_batch(prompts: int, generations: int, words: int, duplicate_half: bool 
     return ps, cs
 
 
-def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rubric_reward.testing.judge_server", "--port", "0", "--latency-ms", str(latency_ms)],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    line = proc.stdout.readline()
-    if not line.startswith("PORT "):
-        raise RuntimeError(f"judge server did not start: {line!r}")
-    return proc, f"http://127.0.0.1:{int(line.split()[1])}/v1"
-
-
 def timed(fn) -> tuple[float, float, object]:
     wall, cpu = time.perf_counter(), time.process_time()
     out = fn()
@@ -92,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     n_calls = len(completions) * args.criteria
     ideal = math.ceil(n_calls / args.concurrency) * args.latency_ms / 1000
 
-    proc, url = start_server(args.latency_ms)
+    proc, url = spawn_judge(args.latency_ms)
     judge = {"model": "judge", "base_url": url, "max_concurrency": args.concurrency, "limit_scope": "process"}
     reward = RubricReward(judge=judge, rubric=rubric)
     scorer = Scorer(rubric, [judge], scoring={"abstention": "zero"})

@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rubric_reward import JudgeConfig, Scorer  # noqa: E402
+from rubric_reward.testing.judge_server import spawn as spawn_judge  # noqa: E402
 
 WORDS = ("the quick brown fox jumps over a lazy dog while careful graders read every claim and check "
          "each cited source against the stated requirement before any verdict is written down").split()
@@ -81,12 +82,6 @@ class Measure:
         self.wall = time.perf_counter() - self.t0
         self.client = time.process_time() - self.c0
         self.helpers = [cpu_s(p) - p0 for p, p0 in zip(self.pids, self.p0, strict=True)]
-
-
-def start_judge(latency_ms: float) -> tuple[subprocess.Popen, str]:
-    proc, line = _start([sys.executable, "-m", "rubric_reward.testing.judge_server", "--port", "0",
-                         "--latency-ms", str(latency_ms)], "PORT ")
-    return proc, f"http://127.0.0.1:{int(line.split()[1])}/v1"
 
 
 def start_service(config: dict, folder: Path) -> tuple[subprocess.Popen, str]:
@@ -183,7 +178,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     work: list[float] = []
     for latency in args.latency_ms:
-        judge_proc, base_url = start_judge(latency)
+        judge_proc, base_url = spawn_judge(latency)
         judge = {"model": "judge", "base_url": base_url, "max_concurrency": args.concurrency,
                  "limit_scope": "process"}
         ideal = math.ceil(calls / args.concurrency) * latency / 1000

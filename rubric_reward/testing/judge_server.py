@@ -10,7 +10,9 @@ Run in-process (a background thread with its own loop)::
         Scorer(rubric, "judge", base_url=server.base_url).score(prompt, response)
 
 or as a separate process: ``python -m rubric_reward.testing.judge_server --port 0 [--script verdicts.yaml]``,
-where the script file maps criterion names to labels (ordinal and nominal criteria need their own).
+where the script file maps criterion names to labels (ordinal and nominal criteria need their own);
+:func:`spawn` starts that process and waits until it listens (benchmarks: the server then does not
+share the client's GIL).
 """
 
 from __future__ import annotations
@@ -19,17 +21,21 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import random
 import re
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..prompts import requested_criteria
 
-__all__ = ["Fault", "FaultPlan", "JudgeServer", "ScriptedJudge", "load_script", "response_in_request"]
+__all__ = ["Fault", "FaultPlan", "JudgeServer", "ScriptedJudge", "load_script", "response_in_request", "spawn"]
 
 Script = str | Mapping[str, float] | Callable[[str, Mapping[str, Any]], str]
 
@@ -336,6 +342,21 @@ def load_script(path: str) -> tuple[dict[str, Script], str | None]:
         else:
             raise ValueError(f"{path}: criterion {name!r}: expected a label or {{label: probability}}, got {script!r}")
     return verdicts, default
+
+
+def spawn(latency_ms: float = 0.0, *args: str) -> tuple[subprocess.Popen, str]:
+    """Start the server in its own process (``args``: more command-line options, e.g. ``--script``);
+    returns ``(process, base_url)`` once it listens. The caller terminates the process."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, "-m", "rubric_reward.testing.judge_server", "--port", "0",
+                             "--latency-ms", str(latency_ms), *args], stdout=subprocess.PIPE, text=True, env=env)
+    line = proc.stdout.readline()  # type: ignore[union-attr]
+    if not line.startswith("PORT "):
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"the judge server did not start: {line!r}")
+    return proc, f"http://127.0.0.1:{int(line.split()[1])}/v1"
 
 
 def main(argv: list[str] | None = None) -> None:
