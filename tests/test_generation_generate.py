@@ -242,6 +242,9 @@ def test_list_format_reads_bracketed_weights_and_round_trips_through_rubric_text
     assert listed.splitlines()[2] == "3. The response invents a source. [-3]"
     again, _ = parse_rubric(listed, config=LIST_CFG)
     assert [(c.requirement, c.weight) for c in again.criteria] == [(c.requirement, c.weight) for c in rubric.criteria]
+    year, _ = parse_rubric("1. The response cites the census (2019)\n2. The response is short. [2]\n"
+                           "3. The response names the city.", config=LIST_CFG)
+    assert [(c.requirement, c.weight) for c in year.criteria][0] == ("The response cites the census (2019)", 1.0)
     # "[5]" is a weight in the list format, never a JSON array; prose is a clear failure
     with pytest.raises(RubricError, match="no numbered list"):
         parse_rubric("A good answer is short and correct.", config=LIST_CFG)

@@ -269,6 +269,7 @@ def _extract_json(text: str) -> Any:
 _LIST_ITEM = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*\u2022])\s+(.+?)\s*$")
 
 
+_MAX_ITEM_WEIGHT = 20
 _ITEM_WEIGHT = re.compile(r"\s*[\[(](?:weight:?\s*)?([+-]?\d+(?:\.\d+)?)[\])]\.?$", re.I)
 
 
@@ -281,6 +282,8 @@ def _extract_list(text: str) -> list[dict[str, Any]]:
         if m:
             item = re.sub(r"[*_`]{1,3}", "", m.group(1)).strip()
             w = _ITEM_WEIGHT.search(item)
+            if w is not None and abs(float(w.group(1))) > _MAX_ITEM_WEIGHT:  # "(2019)" is a year, not a weight
+                w = None
             weight = float(w.group(1)) if w else 1.0
             item = item[:w.start()].strip() if w else item
             if len(item) > 3 and weight != 0:
