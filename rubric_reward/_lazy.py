@@ -12,7 +12,11 @@ def lazy_exports(package: str, exports: Mapping[str, str],
                  extra: tuple[str, ...] = ()) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for ``package``, whose name ``N`` lives in submodule ``exports[N]``;
     a resolved name is stored on the package, so the lookup runs once. ``extra``: names defined in
-    the package itself, listed by ``dir()``."""
+    the package itself, listed by ``dir()``.
+
+    A name spelled like its own submodule (``bradley_terry`` in ``bradley_terry``) is bound at once:
+    importing the submodule sets the package attribute to the module, and ``__getattr__`` is then
+    never asked. Keep such submodules light."""
 
     def __getattr__(name: str) -> Any:
         module = exports.get(name)
@@ -25,4 +29,7 @@ def lazy_exports(package: str, exports: Mapping[str, str],
     def __dir__() -> list[str]:
         return sorted({*exports, *extra})
 
+    for name, module in exports.items():
+        if module.rsplit(".", 1)[-1] == name:
+            __getattr__(name)
     return __getattr__, __dir__

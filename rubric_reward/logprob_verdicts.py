@@ -31,7 +31,7 @@ from .prompts import JudgeCall
 from .results import Verdict
 from .rubric import Criterion
 
-__all__ = ["attach_probabilities", "label_probabilities"]
+__all__ = ["attach_probabilities", "label_probabilities", "token_offsets"]
 
 _VERDICT = re.compile(r'"verdict"\s*:\s*"')
 _KEY = re.compile(r'"(C\d+)"\s*:\s*\{')
@@ -43,11 +43,7 @@ def attach_probabilities(call: JudgeCall, reply: ChatReply, verdicts: list[Verdi
     tokens = reply.logprobs
     if not tokens:
         return verdicts
-    starts, pos = [], 0
-    for t in tokens:
-        starts.append(pos)
-        pos += len(t.token)
-    text = "".join(t.token for t in tokens)
+    starts, text = token_offsets(tokens)
     sites = _verdict_sites(call, text)
     by_name = {c.name: c for c in call.criteria}
     out = []
@@ -63,6 +59,15 @@ def attach_probabilities(call: JudgeCall, reply: ChatReply, verdicts: list[Verdi
             continue
         out.append(replace(v, probabilities=probs, expected_value=expected_value(c, probs)))
     return out
+
+
+def token_offsets(tokens: Sequence[TokenLogprob]) -> tuple[list[int], str]:
+    """The character offset where each token starts, and the text the tokens spell."""
+    starts, pos = [], 0
+    for t in tokens:
+        starts.append(pos)
+        pos += len(t.token)
+    return starts, "".join(t.token for t in tokens)
 
 
 def _verdict_sites(call: JudgeCall, text: str) -> dict[str, int]:

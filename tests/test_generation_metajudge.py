@@ -9,7 +9,7 @@ from rubric_reward.generation.metajudge import (
 )
 from rubric_reward.judges import JudgeConfig
 from rubric_reward.rubric import Rubric
-from rubric_reward.testing.judge_server import Fault, FaultPlan, JudgeServer, ScriptedJudge, _token_logprobs
+from rubric_reward.testing.judge_server import Fault, FaultPlan, JudgeServer, ScriptedJudge, token_logprobs
 
 from _generation_fixtures import is_pairwise, prefer_more_criteria, router
 
@@ -172,7 +172,7 @@ class _SurePicker(ScriptedJudge):
         p_a = 0.9 if "three lines" in first else 0.6
         prefix = '{"winner": "'
         text = prefix + 'A", "reason": "first"}'
-        tokens = _token_logprobs(prefix, "A", '", "reason": "first"}', {"A": p_a, "B": 1 - p_a})
+        tokens = token_logprobs(prefix, "A", '", "reason": "first"}', {"A": p_a, "B": 1 - p_a})
         return text, tokens if body.get("logprobs") else None
 
 

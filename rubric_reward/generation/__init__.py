@@ -29,7 +29,3 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-
-# `bradley_terry` names both a submodule and its function: importing the submodule (as `preferences` does)
-# would leave the package attribute bound to the module, so bind the function now (a light, pure-Python module).
-from .bradley_terry import bradley_terry  # noqa: E402

@@ -307,16 +307,16 @@ def parse_rubric(text: str | None, *, config: GenerationConfig | None = None,
     if not text or not text.strip():
         raise RubricError("the answer is empty")
     repairs: list[str] = []
-    listed = _extract_list(text) if config.accept_lists or config.format == "list" else []
-    if config.format == "list" and listed:  # asked for a list: "[5]" is a weight, not a JSON array
-        obj: Any = {"criteria": listed}
+    if config.format == "list" and (listed := _extract_list(text)):
+        obj: Any = {"criteria": listed}  # asked for a list: "[5]" is a weight, not a JSON array
     else:
         try:
             obj = _extract_json(text)
         except RubricError:
+            if config.format == "list":
+                raise RubricError("the answer holds no numbered list of criteria") from None
+            listed = _extract_list(text) if config.accept_lists else []
             if len(listed) < config.min_criteria:
-                if config.format == "list":
-                    raise RubricError("the answer holds no numbered list of criteria") from None
                 raise
             obj = {"criteria": listed}
             repairs.append(f"read a list of {len(listed)} criteria instead of JSON")

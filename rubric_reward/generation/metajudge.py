@@ -36,7 +36,7 @@ from typing import Any
 
 from ..judges.base import ChatReply, ChatRequest, ReplyCache
 from ..judges.judge import Judge
-from ..logprob_verdicts import label_probabilities
+from ..logprob_verdicts import label_probabilities, token_offsets
 from ..prompts import fence
 from ..rubric import Rubric, load_rubric
 from .answers import json_values
@@ -470,14 +470,9 @@ def pick_probabilities(reply: ChatReply) -> dict[str, float] | None:
     tokens = reply.logprobs
     if not tokens:
         return None
-    starts, pos = [], 0
-    for t in tokens:
-        starts.append(pos)
-        pos += len(t.token)
-    sites = list(_PICK_SITE.finditer("".join(t.token for t in tokens)))
-    if not sites:
-        return None
-    return label_probabilities(tokens, starts, sites[0].end(), ("A", "B"))
+    starts, text = token_offsets(tokens)
+    site = _PICK_SITE.search(text)
+    return None if site is None else label_probabilities(tokens, starts, site.end(), ("A", "B"))
 
 
 def _p_pick(order: Mapping[str, Any], label: str) -> float:

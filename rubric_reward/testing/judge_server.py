@@ -28,14 +28,15 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..prompts import requested_criteria
 
-__all__ = ["Fault", "FaultPlan", "JudgeServer", "ScriptedJudge", "load_script", "response_in_request", "spawn"]
+__all__ = ["Fault", "FaultPlan", "JudgeServer", "ScriptedJudge", "load_script", "response_in_request", "spawn",
+           "token_logprobs"]
 
 Script = str | Mapping[str, float] | Callable[[str, Mapping[str, Any]], str]
 
@@ -133,7 +134,7 @@ class ScriptedJudge:
             label, probs = self._resolve(name, response, body)
             prefix = '{"reason": ' + json.dumps(self.reason) + ', "verdict": "'
             text = prefix + label + '"}'
-            logprobs = _token_logprobs(prefix, label, '"}', probs) if body.get("logprobs") else None
+            logprobs = token_logprobs(prefix, label, '"}', probs) if body.get("logprobs") else None
             return text, logprobs
         answer = {}
         for key, name in asked:
@@ -142,7 +143,9 @@ class ScriptedJudge:
         return json.dumps(answer), None
 
 
-def _token_logprobs(prefix: str, label: str, suffix: str, probs: Mapping[str, float] | None) -> list[dict[str, Any]]:
+def token_logprobs(prefix: str, label: str, suffix: str, probs: Mapping[str, float] | None) -> list[dict[str, Any]]:
+    """OpenAI-style ``logprobs.content`` for ``prefix + label + suffix`` with ``probs`` as the label
+    token's alternatives (for scripted replies that carry label probabilities)."""
     probs = probs or {label: 1.0}
     top = [{"token": lab, "logprob": math.log(max(p, 1e-12))} for lab, p in probs.items()]
     return [
