@@ -33,6 +33,7 @@ from rubric_reward.stats import (
     quadratic_weighted_kappa,
     spearman,
     wilcoxon_signed_rank,
+    exact_differences,
 )
 from rubric_reward.stats._common import rng_kwargs
 
@@ -321,10 +322,58 @@ def test_paired_permutation_test() -> None:
 
 def test_wilcoxon_signed_rank() -> None:
     a, b = [1.2, 3.4, 2.2, 5.0, 0.1, 4.4, 2.0], [1.0, 3.0, 2.5, 4.0, 0.0, 4.0, 1.1]
-    ref = sps.wilcoxon(np.subtract(a, b))
-    assert wilcoxon_signed_rank(a, b) == TestResult(pytest.approx(ref.statistic), pytest.approx(ref.pvalue), 7)
-    assert wilcoxon_signed_rank([1, 2, 3], [1, 2, 3]) == TestResult(0.0, 1.0, 3)
+    # 3.4 - 3.0 and 4.4 - 4.0 are both 0.4 exactly (not in floats): a tie, so scipy's auto permutes
+    ref = sps.wilcoxon([2, 4, -3, 10, 1, 4, 9])
+    got = wilcoxon_signed_rank(a, b)
+    assert (got.statistic, got.pvalue, got.n) == (pytest.approx(ref.statistic), pytest.approx(ref.pvalue), 7)
+    assert got.method == "permutation" and got.zeros == 0 and got.tied_ranks
+    same = wilcoxon_signed_rank([1, 2, 3], [1, 2, 3])
+    assert (same.statistic, same.pvalue, same.n, same.method, same.zeros) == (0.0, 1.0, 3, "none", 3)
     assert wilcoxon_signed_rank([None], [None]) is None
+
+
+def test_exact_differences_make_equal_fraction_differences_ties() -> None:
+    # 5/7 - 3/7 and 3/7 - 1/7 are both 2/7, but not in floating point
+    assert 5 / 7 - 3 / 7 != 3 / 7 - 1 / 7
+    d = exact_differences([5 / 7, 3 / 7, 0.1 + 0.2, None], [3 / 7, 1 / 7, 0.3, 0.5])
+    assert d[0] == d[1] == pytest.approx(2 / 7) and d[2] == 0.0 and np.isnan(d[3])
+    # scores within 1e-9 are a tie (a judge's float noise), a larger gap is not
+    assert exact_differences([0.6130000004], [0.613])[0] == 0.0
+    assert exact_differences([0.613 + 1e-6], [0.613])[0] == pytest.approx(1e-6)
+
+
+def test_wilcoxon_on_fraction_scores_sees_ties_like_scipy_on_integers() -> None:
+    # AdvancedIF-style k/7 scores, n = 81: the test must equal scipy on the exact (integer) differences,
+    # where ties share ranks and the variance is tie-corrected; float differences break those ties.
+    rng = np.random.default_rng(3)
+    base = rng.integers(0, 8, 81)
+    best = np.clip(base + rng.integers(-2, 4, 81), 0, 7)
+    got = wilcoxon_signed_rank([k / 7 for k in best], [k / 7 for k in base])
+    ref = sps.wilcoxon(best - base)  # integers: exact ties
+    assert got.pvalue == pytest.approx(ref.pvalue, rel=1e-12) and got.statistic == pytest.approx(ref.statistic)
+    floats = sps.wilcoxon(np.subtract([k / 7 for k in best], [k / 7 for k in base])).pvalue
+    assert floats != pytest.approx(ref.pvalue, rel=1e-3)  # what the float differences gave
+    assert (got.method, got.tied_ranks, got.zeros, got.n) == ("normal", True, int(np.sum(best == base)), 81)
+    assert "normal approximation with tie correction" in got.describe()
+
+
+def test_wilcoxon_variant_follows_scipy_auto() -> None:
+    # zeros or ties with n <= 13: scipy's auto runs the exact permutation distribution
+    a, b = [0.5, 0.75, 1.0, 0.25, 0.5, 1.0], [0.25, 0.5, 0.5, 0.25, 0.0, 0.75]
+    got = wilcoxon_signed_rank(a, b)
+    ref = sps.wilcoxon(np.subtract(a, b))
+    assert got.method == "permutation" and got.zeros == 1 and got.tied_ranks
+    assert got.pvalue == pytest.approx(ref.pvalue)
+    # no zeros, no ties, n <= 50: exact
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=30), rng.normal(size=30)
+    got = wilcoxon_signed_rank(x, y)
+    assert got.method == "exact" and got.pvalue == pytest.approx(sps.wilcoxon(x - y).pvalue)
+    # ties with 13 < n <= 50: the normal approximation, as scipy's auto does
+    xs = [1.0, 0.5] * 10
+    ys = [0.5, 0.0] * 9 + [1.0, 0.5]
+    got = wilcoxon_signed_rank(xs, ys)
+    assert got.method == "normal" and got.pvalue == pytest.approx(sps.wilcoxon(np.subtract(xs, ys)).pvalue)
 
 
 def test_mcnemar_exact_hand_computed() -> None:

@@ -5,7 +5,7 @@ dataclasses out. ``None`` marks missing inputs and undefined results;
 see ``rubric_reward.stats._common`` for the conventions.
 """
 
-from ._common import Interval, TestResult
+from ._common import TIE_TOLERANCE, Interval, TestResult, exact_differences
 from .agreement import (
     AgreementSummary,
     OptionScores,
@@ -29,21 +29,25 @@ from .compare import (
     mcnemar_exact,
     paired_bootstrap_ci,
     paired_permutation_test,
+    WilcoxonResult,
     wilcoxon_signed_rank,
 )
 
 __all__ = [
+    "TIE_TOLERANCE",
     "AgreementSummary",
     "Interval",
     "McNemarResult",
     "OptionScores",
     "TestResult",
+    "WilcoxonResult",
     "adjacent_accuracy",
     "agreement_summary",
     "bootstrap_ci",
     "cohen_kappa",
     "cohens_d",
     "earth_movers_distance",
+    "exact_differences",
     "exact_accuracy",
     "holm_adjust",
     "kendall",

@@ -17,10 +17,18 @@ import dataclasses
 import inspect
 import math
 from collections.abc import Callable, Hashable, Sequence
+from fractions import Fraction
 from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
+
+#: Two scores closer than this are equal: their difference is a tie, never "better" or "worse".
+TIE_TOLERANCE = 1e-9
+# A float within this of a fraction with a denominator up to _MAX_DENOMINATOR is taken as that fraction
+# (5/7 stored as 0.7142857142857143): differences equal in exact arithmetic then come out equal.
+_SNAP = 1e-12
+_MAX_DENOMINATOR = 10**6
 
 LabelSeq: TypeAlias = Sequence[Hashable | None] | npt.NDArray[Any]
 NumSeq: TypeAlias = Sequence[float | None] | npt.NDArray[Any]
@@ -111,3 +119,29 @@ def rng_kwargs(func: Callable[..., Any], seed: int | None) -> dict[str, np.rando
     # scipy >= 1.15 takes ``rng``; older releases only ``random_state``.
     key = "rng" if "rng" in inspect.signature(func).parameters else "random_state"
     return {key: np.random.default_rng(seed)}
+
+
+def _rational(x: float) -> Fraction:
+    exact = Fraction(x)
+    near = exact.limit_denominator(_MAX_DENOMINATOR)
+    return near if abs(near - exact) <= _SNAP else exact
+
+
+def exact_differences(a: NumSeq, b: NumSeq, name_a: str = "a", name_b: str = "b", *,
+                      tolerance: float = TIE_TOLERANCE) -> npt.NDArray[np.float64]:
+    """``a - b`` per pair, NaN where either side is missing, computed in exact arithmetic.
+
+    Each score is read as the fraction it stands for (a float within 1e-12 of a fraction with denominator
+    up to 10**6, else its exact binary value), so differences that are equal in exact arithmetic
+    (5/7 - 3/7 and 3/7 - 1/7) come out as the same float and rank as ties; a difference within
+    ``tolerance`` of zero is exactly 0 (a tie).
+    """
+    x, y = as_numeric(a, name_a), as_numeric(b, name_b)
+    check_same_length(x, y, name_a, name_b)
+    out = np.full(x.size, np.nan)
+    for i, (u, v) in enumerate(zip(x.tolist(), y.tolist())):
+        if math.isnan(u) or math.isnan(v):
+            continue
+        d = _rational(u) - _rational(v)
+        out[i] = 0.0 if abs(d) <= tolerance else float(d)
+    return out

@@ -22,6 +22,7 @@ from ._common import (
     as_labels,
     as_numeric,
     check_same_length,
+    exact_differences,
     paired_numeric,
     rng_kwargs,
 )
@@ -38,6 +39,32 @@ class McNemarResult(_Result):
     c: int
     pvalue: float
     n: int
+
+
+@dataclasses.dataclass(frozen=True)
+class WilcoxonResult(TestResult):
+    """Wilcoxon signed-rank result, with the variant that computed the p-value.
+
+    ``method``: ``"exact"`` (the exact null distribution: no zeros and no ties, n <= 50), ``"permutation"``
+    (all 2**n sign flips: zeros or ties, n <= 13) or ``"normal"`` (normal approximation with the tie
+    correction of the variance, no continuity correction). ``zeros``: zero differences (ties between the
+    two systems), dropped before ranking (Wilcox's zero handling); ``tied_ranks``: whether non-zero
+    |differences| share a rank. ``n`` counts complete pairs, zeros included.
+    """
+
+    method: str = "exact"
+    zeros: int = 0
+    tied_ranks: bool = False
+
+    def describe(self) -> str:
+        """The variant in words, e.g. for a report."""
+        how = {"exact": "exact null distribution",
+               "permutation": f"exact permutation distribution (all 2^{self.n} sign flips)",
+               "normal": "normal approximation with tie correction, no continuity correction",
+               "none": "no non-zero differences: p = 1 by definition"}[self.method]
+        return (f"Wilcoxon signed-rank, two-sided, {how}; {self.zeros} zero difference(s) dropped before "
+                f"ranking (Wilcox); {'tied' if self.tied_ranks else 'no tied'} ranks among the rest; "
+                "differences taken in exact arithmetic, |difference| <= 1e-9 counted as zero")
 
 
 def _check_resampling(n_resamples: int, confidence: float) -> None:
@@ -145,15 +172,14 @@ def paired_bootstrap_ci(
 ) -> Interval:
     """Bootstrap interval for the mean of ``a - b`` over complete pairs.
 
+    Differences are exact (``exact_differences``: equal scores give exactly 0).
     Pairs are resampled together (optionally by cluster); conventions as in
     ``bootstrap_ci``.
     """
-    x, y = as_numeric(a, "a"), as_numeric(b, "b")
-    check_same_length(x, y, "a", "b")
     # NaN in either side makes the difference NaN, which bootstrap_ci drops
     # together with its cluster id.
     return bootstrap_ci(
-        x - y,
+        exact_differences(a, b),
         np.mean,
         n_resamples=n_resamples,
         confidence=confidence,
@@ -200,23 +226,37 @@ def paired_permutation_test(
     return TestResult(float(res.statistic), float(res.pvalue), int(x.size))
 
 
-def wilcoxon_signed_rank(a: NumSeq, b: NumSeq, *, alternative: Alternative = "two-sided") -> TestResult | None:
-    """Wilcoxon signed-rank test on ``a - b`` (scipy, zero differences dropped).
+def wilcoxon_signed_rank(a: NumSeq, b: NumSeq, *, alternative: Alternative = "two-sided"
+                         ) -> WilcoxonResult | None:
+    """Wilcoxon signed-rank test on ``a - b``, differences in exact arithmetic.
 
-    ``None`` if no complete pairs. If every difference is zero there is no
-    evidence of a difference: statistic 0 and p-value 1 (scipy would fail).
-    ``n`` counts complete pairs including zero differences.
+    Differences come from ``exact_differences`` (equal in exact arithmetic -> equal, so they tie; within
+    1e-9 of zero -> a zero). The p-value is ``scipy.stats.wilcoxon`` with zero_method ``wilcox`` and no
+    continuity correction, the variant chosen as scipy's ``method="auto"`` chooses it but named in the
+    result (:class:`WilcoxonResult`). ``None`` if no complete pairs; all differences zero: statistic 0,
+    p-value 1 (scipy would give NaN).
     """
-    x, y = paired_numeric(a, b)
-    if x.size == 0:
+    d = exact_differences(a, b)
+    d = d[~np.isnan(d)]
+    if d.size == 0:
         return None
-    d = x - y
-    if not np.any(d):
-        return TestResult(0.0, 1.0, int(x.size))
+    zeros = int(np.sum(d == 0))
+    nonzero = np.abs(d[d != 0])
+    tied = bool(np.unique(nonzero).size < nonzero.size)
+    if zeros == d.size:
+        return WilcoxonResult(0.0, 1.0, int(d.size), method="none", zeros=zeros, tied_ranks=False)
     from scipy import stats
 
-    res = stats.wilcoxon(d, alternative=alternative)
-    return TestResult(float(res.statistic), float(res.pvalue), int(x.size))
+    if not (zeros or tied) and d.size <= 50:
+        method: Any = "exact"
+    elif d.size <= 13:
+        method = stats.PermutationMethod()
+    else:
+        method = "asymptotic"
+    res = stats.wilcoxon(d, zero_method="wilcox", correction=False, alternative=alternative, method=method)
+    name = method if isinstance(method, str) else "permutation"
+    return WilcoxonResult(float(res.statistic), float(res.pvalue), int(d.size),
+                          method={"asymptotic": "normal"}.get(name, name), zeros=zeros, tied_ranks=tied)
 
 
 def mcnemar_exact(a_correct: NumSeq, b_correct: NumSeq) -> McNemarResult:
