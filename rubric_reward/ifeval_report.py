@@ -402,6 +402,18 @@ def write_delta_chart(path: str | Path, comparison: ModeComparison, *, alpha: fl
     names = [g.name for g in groups]
     deltas = [100 * g.delta for g in groups]
     colors = ["#2e7d32" if d > 0 else "#c62828" if d < 0 else "#9e9e9e" for d in deltas]
+    if not any(deltas):  # nothing moved: say so instead of an empty chart with a legend of nothing
+        fig, ax = plt.subplots(figsize=(8, 2))
+        try:
+            ax.set_axis_off()
+            ax.text(0.5, 0.5, f"no differences: all {len(groups)} instruction types unchanged ({comparison.mode})",
+                    ha="center", va="center", transform=ax.transAxes)
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, format="png", dpi=120)
+        finally:
+            plt.close(fig)
+        return path
     fig, ax = plt.subplots(figsize=(8, 0.32 * len(groups) + 1.6))
     try:
         ax.barh(range(len(groups)), deltas, color=colors)

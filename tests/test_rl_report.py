@@ -10,13 +10,9 @@ from pathlib import Path
 import pytest
 
 from rubric_reward.results import ScoreResult
-from rubric_reward.rl.report import (
-    compare_paired,
-    load_selection_scores,
-    plot_monitor,
-    selection_table,
-    write_summary,
-)
+from rubric_reward.rl.comparison import compare_paired, load_selection_scores, selection_table
+from rubric_reward.rl.plots import plot_monitor
+from rubric_reward.rl.report import headline, read_report_rows, report_row, write_summary
 from rubric_reward.stats import holm_adjust, paired_bootstrap_ci, wilcoxon_signed_rank
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,7 +31,8 @@ def _monitor(run: Path, steps: dict[int, list[float | None]], lengths: dict[int,
     (run / "monitor").mkdir(parents=True, exist_ok=True)
     for step, values in steps.items():
         name = f"monitor/step-{step:05d}.jsonl"
-        (run / name).write_text("".join(json.dumps({"id": f"s{i}", "completion": "x", "value": v}) + "\n"
+        (run / name).write_text("".join(json.dumps({"id": f"s{i}", "completion": f"step {step} answer {i}",
+                                                    "value": v}) + "\n"
                                         for i, v in enumerate(values)), encoding="utf-8")
         kept = [v for v in values if v is not None]
         mean = sum(kept) / len(kept)
@@ -45,6 +42,20 @@ def _monitor(run: Path, steps: dict[int, list[float | None]], lengths: dict[int,
                         "mean_length_tokens": lengths[step], "judge_cost": 0.0, "judge_calls": 3 * len(values),
                         "seconds": 1.0, "completions": name, "metric": "score"})
     return records
+
+
+def _rows(base, best, *, tokens=(20, 20), second=None, texts=None, benchmarks=None, prompts=None):
+    """Report rows (report_row) for per-prompt scores; completions differ unless ``texts`` says otherwise."""
+    out = []
+    for i, (b, t) in enumerate(zip(base, best)):
+        scores = {"judge": {"base": b, "best": t}}
+        if second is not None:
+            scores["second_judge"] = {"base": second[0][i], "best": second[1][i]}
+        completions = texts[i] if texts else {"base": f"base answer {i}", "best": f"trained answer {i}"}
+        row = {"id": f"r{i}", "prompt": [{"role": "user", "content": prompts[i] if prompts else f"prompt {i}"}],
+               "benchmark": benchmarks[i] if benchmarks else "all"}
+        out.append(report_row(row, completions, {"base": tokens[0], "best": tokens[1]}, scores))
+    return out
 
 
 def test_compare_paired_matches_stats_module():
@@ -116,11 +127,11 @@ def test_write_summary_every_section(tmp_path):
     records = _monitor(tmp_path, {0: sel_base, 2: [min(1.0, v + 0.1) for v in sel_base],
                                   4: [min(1.0, v + 0.05) for v in sel_base]}, {0: 200.0, 2: 150.0, 4: 140.0})
     base_sys, trained_sys = _ifeval_systems()
+    rows = _rows(base, best, tokens=(200, 150), second=(base, second_best),
+                 benchmarks=["no_comma", "lowercase"] * 20)
     path = write_summary(
-        tmp_path, report_scores={"judge": {"base": base, "best": best},
-                                 "second_judge": {"base": base, "best": second_best}},
+        tmp_path, report_rows=rows,
         monitor=records, best={"step": 2, "mean": records[1]["mean"]}, metric="score",
-        report_lengths={"base": [200] * 40, "best": [150] * 40},
         ifeval={"base": base_sys, "trained": trained_sys},
         splits={"train": 240, "selection": 20, "report": 40}, n_resamples=300, seed=0,
         meta={"model": "tiny", "dataset": "synthetic", "train_seconds": 12.5})
@@ -129,7 +140,8 @@ def test_write_summary_every_section(tmp_path):
     for section in ("# Rubric-reward training: summary", "## Report split: base vs best",
                     "## Selection split: checkpoints looked at", "## IFEval transfer: base vs best",
                     "### Per instruction type (strict)", "second_judge", "2 (best)", "0 (base)",
-                    "Mean completion length on the report split: base 200.0 -> best 150.0 tokens",
+                    "| mean length (tokens) | 200.0 -> 150.0 |", "### Per instruction type (report split)",
+                    "### Does the gain look like reward hacking?", "Test: Wilcoxon signed-rank, two-sided",
                     "splits train 240, selection 20, report 40", "![report-split score distributions",
                     "(monitor.png)", "comparison.png"):
         assert section in md, section
@@ -157,7 +169,7 @@ def test_write_summary_minimal_and_precomputed_ifeval(tmp_path):
     write_comparison(tmp_path / "ifeval", base_sys, trained_sys, n_resamples=200)
     comparison = json.loads((tmp_path / "ifeval" / "comparison.json").read_text())
     # Constant scores: intervals collapse, Wilcoxon p is 1, nothing is NaN; no monitor at all.
-    path = write_summary(tmp_path, report_scores={"judge": {"base": [1.0, 1.0, None], "best": [1.0, 1.0, 1.0]}},
+    path = write_summary(tmp_path, report_rows=_rows([1.0, 1.0, None], [1.0, 1.0, 1.0]),
                          ifeval={"dir": str(tmp_path / "ifeval"), "num_prompts": 12, "seed": 0,
                                  "comparison": comparison}, n_resamples=200)
     md = path.read_text()
@@ -165,8 +177,8 @@ def test_write_summary_minimal_and_precomputed_ifeval(tmp_path):
     data = json.loads((tmp_path / "summary.json").read_text())
     assert data["report"]["judge"]["pvalue_bound_over_looked_at"] is None  # nothing looked at
     assert not math.isnan(data["report"]["judge"]["wilcoxon"]["pvalue"])
-    with pytest.raises(ValueError, match="lacks"):
-        write_summary(tmp_path, report_scores={"judge": {"base": [1.0]}})
+    with pytest.raises(ValueError, match="no report rows"):
+        write_summary(tmp_path, report_rows=[])
 
 
 def test_records_compare_on_metric_and_count_perfect_on_plain_score():
@@ -201,11 +213,9 @@ def test_rebuild_summary_from_run_files(tmp_path):
     (tmp_path / "monitor.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + '{"step": 4, "me')
     (tmp_path / "best").mkdir()
     (tmp_path / "best" / "best.json").write_text(json.dumps({"step": 3, "mean": records[1]["mean"]}))
-    (tmp_path / "report_completions.jsonl").write_text("".join(
-        json.dumps({"id": f"r{i}", "prompt": [], "base_completion": "a", "best_completion": "b",
-                    "judge_base": b, "judge_best": t, "second_judge_base": b, "second_judge_best": None})
-        + "\n" for i, (b, t) in enumerate(zip(base, best))))
-    first = write_summary(tmp_path, report_scores={"judge": {"base": base, "best": best}}, monitor=records,
+    rows = _rows(base, best, second=(base, [None] * 15))
+    (tmp_path / "report_completions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    first = write_summary(tmp_path, report_rows=rows, monitor=records,
                           metric="expected_score", splits={"train": 5, "selection": 10, "report": 15},
                           n_resamples=200, meta={"model": "tiny"})
     before = json.loads((tmp_path / "summary.json").read_text())
@@ -215,3 +225,149 @@ def test_rebuild_summary_from_run_files(tmp_path):
     assert after["report"]["second_judge"]["pairs"] == 0 and after["metric"] == "expected_score"
     assert after["meta"] == {"model": "tiny"} and after["best"]["step"] == 3 and after["checkpoints_looked_at"] == 1
     assert _main([str(tmp_path / "nowhere")]) == 1
+
+
+# ------------------------------------------------------------------------------------------- the tie rule
+def test_identical_completions_and_float_noise_are_ties():
+    # what the issue saw: byte-identical base and best completions whose logprob scores differ by 3.9e-7 / 2.7e-8
+    base, best = [0.6130, 0.5200, 0.7000], [0.6130 + 3.9e-7, 0.5200 - 2.7e-8, 0.7000 + 1e-10]
+    texts = ["same text", "also same", "different a"]
+    c = compare_paired(base, best, base_texts=texts, best_texts=texts[:2] + ["different b"], n_resamples=200)
+    assert (c["improved"], c["worse"], c["tied"], c["identical"]) == (0, 0, 3, 2)
+    assert c["difference"]["estimate"] == 0.0 and c["wilcoxon"]["pvalue"] == 1.0
+    assert c["wilcoxon"]["method"] == "none"
+    # without the texts the 3.9e-7 gap is a real (if tiny) difference; 1e-10 is still a tie
+    bare = compare_paired(base, best, n_resamples=200)
+    assert (bare["improved"], bare["worse"], bare["tied"]) == (1, 1, 1)
+
+
+def test_selection_pvalues_use_the_tie_rule(tmp_path):
+    base = [0.2, 0.4, 0.6, 0.8, 0.5, 0.3, 0.7, 0.9]
+    noisy = [v + 1e-7 for v in base]  # the same completions, re-scored with float noise
+    records = _monitor(tmp_path, {0: base, 2: noisy}, {0: 10.0, 2: 10.0})
+    for rec in records:  # same completion text at both steps
+        path = tmp_path / rec["completions"]
+        rows = [json.loads(x) for x in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps({**r, "completion": f"answer {i}"}) + "\n" for i, r in enumerate(rows)))
+    table = selection_table(records, load_selection_scores(tmp_path, records))
+    assert table["rows"][0]["pvalue"] == 1.0
+
+
+def test_headline_and_counts_recomputed_from_report_completions(tmp_path):
+    from fractions import Fraction
+
+    from scipy import stats as sps
+
+    rng = random.Random(11)
+    base = [rng.randint(0, 7) / 7 for _ in range(60)]
+    best = [min(1.0, b + rng.choice([0, 0, 1, 2, -1]) / 7) for b in base]
+    texts = [{"base": f"a{i}", "best": f"a{i}" if i % 10 == 0 else f"b{i}"} for i in range(60)]
+    write_summary(tmp_path, report_rows=_rows(base, best, texts=texts), n_resamples=300,
+                  splits={"train": 10, "selection": 5, "report": 60}, meta={"model": "m", "max_steps": 7})
+    (tmp_path / "report_completions.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in _rows(base, best, texts=texts)))
+    rows = read_report_rows(tmp_path / "report_completions.jsonl")
+    # recompute by hand: identical completions tie, differences as fractions
+    diffs = []
+    for r in rows:
+        s = r["scores"]["judge"]
+        same = r["completions"]["base"] == r["completions"]["best"]
+        d = Fraction(0) if same else (Fraction(s["best"]).limit_denominator(7) - Fraction(s["base"]).limit_denominator(7))
+        diffs.append(d)
+    better, worse, tied = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs), sum(d == 0 for d in diffs)
+    p = sps.wilcoxon([float(d * 7) for d in diffs]).pvalue  # integers: exact ties
+    data = json.loads((tmp_path / "summary.json").read_text())
+    judge = data["report"]["judge"]
+    assert (judge["improved"], judge["worse"], judge["tied"]) == (better, worse, tied)
+    assert judge["wilcoxon"]["pvalue"] == pytest.approx(p, rel=1e-9)
+    mean_base = sum(r["scores"]["judge"]["base"] for r in rows) / 60
+    md = (tmp_path / "summary.md").read_text()
+    first = md.split("\n\n")[1]
+    assert first == data["headline"] == headline(data)
+    assert first.startswith("GRPO trained m for 7 steps on 10 training prompts.")
+    assert f"from {mean_base:.3f}" in first and f"p = {p:.3g}" in first
+    assert f"{better} better, {worse} worse, {tied} tied" in first
+
+
+def test_headline_says_when_the_change_is_not_distinguishable(tmp_path):
+    base = [0.5, 0.6, 0.7, 0.4, 0.5]
+    best = [0.5, 0.7, 0.6, 0.4, 0.6]
+    write_summary(tmp_path, report_rows=_rows(base, best), n_resamples=200)
+    text = json.loads((tmp_path / "summary.json").read_text())["headline"]
+    assert "not distinguishable from zero" in text
+
+
+# ------------------------------------------------------------------------------------------- hacking
+def test_hack_indicators_flag_a_phrase_only_policy(tmp_path):
+    from rubric_reward.rl.hacks import hack_indicators
+
+    prompts = [f"Describe topic {i}. End with the exact phrase 'Is there anything else?'" for i in range(10)]
+    base = [f"Topic {i} is a long and detailed answer about many things. Is there anything else?" for i in range(10)]
+    hack = ["Is there anything else?"] * 8 + ["", "topic"]
+    h = hack_indicators(prompts, base, hack, best_scores=[1.0] * 8 + [0.0, 0.5],
+                        base_lengths=[20] * 10, best_lengths=[6] * 8 + [0, 1])
+    assert h["repeated"]["count"] == 8 and h["contained"]["count"] == 10 and h["length"]["flag"]
+    assert h["correlation"]["flag"] and len(h["flags"]) == 4
+    clean = hack_indicators(prompts, base, base, best_scores=[0.5 + i / 40 for i in range(10)],
+                            base_lengths=[20] * 10, best_lengths=[20] * 10)
+    assert clean["flags"] == []
+    write_summary(tmp_path, report_rows=_rows([0.5] * 10, [1.0] * 8 + [0.0, 0.5],
+                                              texts=[{"base": b, "best": t} for b, t in zip(base, hack)],
+                                              prompts=prompts),
+                  n_resamples=200)
+    md = (tmp_path / "summary.md").read_text()
+    assert "Caution, signs of reward hacking" in md.split("\n\n")[1]
+    assert "10 of 10 completions are empty or contained in their prompt" in md
+
+
+# ------------------------------------------------------------------------------------------- charts
+def _captured(monkeypatch):
+    import rubric_reward.rl.plots as plots
+
+    figures = []
+    original = plots._save
+
+    def keep(fig, path):
+        figures.append(fig)
+        return original(fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    return figures
+
+
+def test_monitor_plot_axes_are_honest(tmp_path, monkeypatch):
+    figures = _captured(monkeypatch)
+    records = [{"step": 0, "mean": 0.60, "ci_low": 0.5, "ci_high": 0.7, "mean_length_tokens": 55.7},
+               {"step": 5, "mean": 0.62, "ci_low": 0.52, "ci_high": 0.72, "mean_length_tokens": 54.0},
+               {"step": 10, "mean": None, "mean_length_tokens": 54.5}]
+    plot_monitor(tmp_path / "monitor.png", records)
+    top, bottom = figures[-1].axes
+    assert top.get_ylim() == (0.0, 1.02) and bottom.get_ylim()[0] == 0  # a 55.7 -> 54.0 drop is not steep
+    assert "no score at step 10" in top.get_title()
+    labels = top.get_legend_handles_labels()[1]
+    assert "base model" in labels and "best (step 5)" in labels
+    # every checkpoint's interval is drawn: one error bar per scored step
+    assert len(top.containers[0].lines[2][0].get_segments()) == 2
+
+
+def test_empty_ifeval_comparison_chart_says_no_differences(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    from rubric_reward.checks.ifeval_data import load_ifeval
+    from rubric_reward.ifeval_report import evaluate_system, write_comparison
+
+    saved = []
+    original = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (saved.append(self), original(self, *a, **k))[1])
+    rows = load_ifeval()[:6]
+    same = [(r, "hello world") for r in rows]
+    write_comparison(tmp_path, evaluate_system("base", same), evaluate_system("trained", same), n_resamples=100)
+    ax = saved[-1].axes[0]
+    assert not ax.patches and ax.get_legend() is None
+    assert any("no differences" in t.get_text() for t in ax.texts)
+    base_sys = evaluate_system("base", same)
+    write_summary(tmp_path, report_rows=_rows([0.5], [0.5]), ifeval={"base": base_sys, "trained": base_sys},
+                  n_resamples=100)
+    md = (tmp_path / "summary.md").read_text()
+    types = json.loads((tmp_path / "summary.json").read_text())["ifeval"]["types"]
+    assert f"0 moved up, 0 moved down and {types} are unchanged" in md and "non-negatively" not in md

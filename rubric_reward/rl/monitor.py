@@ -20,6 +20,7 @@ future) are dropped and a step already recorded is not scored again, so the file
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -32,7 +33,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-__all__ = ["CheckpointMonitor", "MonitorRecord", "best_record", "read_records", "score_values"]
+__all__ = ["CheckpointMonitor", "MonitorRecord", "best_record", "read_records", "score_values", "token_lengths"]
 
 MONITOR_FILE = "monitor.jsonl"
 BEST_DIR = "best"
@@ -135,7 +136,6 @@ class CheckpointMonitor(TrainerCallback):
         self.plot = plot
         self.log = log
         self.metric = getattr(getattr(reward, "config", None), "reward", "score") or "score"
-        self._tokenizer: Any = None
 
     # ------------------------------------------------------------------ files
     @property
@@ -238,13 +238,7 @@ class CheckpointMonitor(TrainerCallback):
         ).to_dict()
 
     def _token_lengths(self, texts: list[str]) -> list[int]:
-        if self._tokenizer is None:
-            from transformers import AutoTokenizer
-
-            from ..models import resolve_model
-
-            self._tokenizer = AutoTokenizer.from_pretrained(resolve_model(self.model))
-        return [len(self._tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+        return token_lengths(self.model, texts)
 
     def _refresh_best(self, records: list[dict[str, Any]]) -> None:
         """Make ``best/`` hold the adapter of the best recorded checkpoint (copied: rotation may delete it)."""
@@ -286,6 +280,21 @@ class CheckpointMonitor(TrainerCallback):
                 self.plot(self.output_dir / "monitor.png", self.records())
             except Exception as exc:  # a plot never stops training
                 print(f"[monitor] could not draw monitor.png: {type(exc).__name__}: {exc}", flush=True)
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(model: str) -> Any:
+    from transformers import AutoTokenizer
+
+    from ..models import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model(model))
+
+
+def token_lengths(model: str, texts: Sequence[str]) -> list[int]:
+    """Completion lengths in the policy's tokens (no special tokens)."""
+    tokenizer = _tokenizer(model)
+    return [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
 
 
 def _adapter_sha(checkpoint: str | Path | None) -> str | None:
