@@ -7,7 +7,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-__all__ = ["OfflinePrompt", "load_offline_prompts"]
+__all__ = ["PROMPT_SETS", "OfflinePrompt", "load_offline_prompts", "prompt_set_path"]
+
+#: Bundled prompt sets with rubrics, by name (JSONL rows: id, prompt, rubric, benchmark).
+PROMPT_SETS = {"offline-instructions": "instructions/prompts.jsonl"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,3 +30,10 @@ def load_offline_prompts() -> list[OfflinePrompt]:
         OfflinePrompt(r["id"], r["prompt"], Rubric.from_obj(r["rubric"], source=f"offline prompt {r['id']!r}"))
         for r in rows
     ]
+
+
+def prompt_set_path(name: str) -> Any:
+    """The packaged JSONL file of a bundled prompt set (:data:`PROMPT_SETS`)."""
+    if name not in PROMPT_SETS:
+        raise KeyError(f"no bundled prompt set {name!r}; known: {sorted(PROMPT_SETS)}")
+    return resources.files(__name__).joinpath(PROMPT_SETS[name])

@@ -235,6 +235,11 @@ def load_prompt_rows(
     """
     if isinstance(source, str) and source == "offline":
         return _offline_rows()
+    if isinstance(source, str):
+        from ..data import PROMPT_SETS, prompt_set_path
+
+        if source in PROMPT_SETS:
+            source = Path(str(prompt_set_path(source)))
     name, rows = _open(source)
     wanted = _benchmark_filter(benchmarks)
     out = PromptRows(source=name)

@@ -84,6 +84,9 @@ class RecipeArguments:
     second_judge_base_url: str | None = None
     ifeval: bool = field(default=True, metadata={"help": "IFEval transfer evaluation of base vs best"})
     ifeval_limit: int | None = field(default=None, metadata={"help": "a seeded subset of N IFEval prompts"})
+    ifeval_types: list[str] | None = field(default=None, metadata={"help": (
+        "only IFEval prompts with at least one of these instruction ids (e.g. punctuation:no_comma); "
+        "ifeval_limit then samples from them")})
     ifeval_seed: int = 0
     ifeval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: eval_max_new_tokens"})
 
@@ -97,6 +100,14 @@ class RecipeArguments:
         for name in ("eval_max_new_tokens", "eval_batch_size", "bootstrap_resamples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.ifeval_types is not None:
+            from ..checks.ifeval import get_checker
+
+            for name in self.ifeval_types:
+                try:
+                    get_checker(name)
+                except (KeyError, ValueError):
+                    raise ValueError(f"ifeval_types: {name!r} is not an IFEval instruction id") from None
         if self.ifeval_limit is not None and self.ifeval_limit < 1:
             raise ValueError(f"ifeval_limit must be positive or null, got {self.ifeval_limit}")
 
@@ -136,8 +147,11 @@ def build_splits(recipe: RecipeArguments) -> Any:
 
     from . import data
 
+    from ..data import PROMPT_SETS
+
     options = dict(recipe.data or {})
-    fmt = options.pop("format", "prompts" if recipe.dataset_name == "offline" else "advancedif")
+    bundled = recipe.dataset_name == "offline" or recipe.dataset_name in PROMPT_SETS
+    fmt = options.pop("format", "prompts" if bundled else "advancedif")
     split_keys = ("train", "selection", "report", "seed", "stratify")
     if fmt == "advancedif":
         splits = data.load_advancedif_splits(recipe.dataset_name, **options)
@@ -211,8 +225,8 @@ def build_monitor(recipe: RecipeArguments, training: Any, model: Any, selection:
     from .monitor import CheckpointMonitor
 
     try:
-        from .report import plot_monitor
-    except ImportError:  # the report module is optional for training
+        from .plots import plot_monitor
+    except ImportError:  # matplotlib is optional for training
         plot_monitor = None
     return CheckpointMonitor(
         selection, reward=_monitor_reward(recipe, reward), model=model.model_name_or_path,
@@ -318,8 +332,10 @@ def _generate(recipe: RecipeArguments, model: str, prompts: list[Any], adapter: 
 def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any, *,
                  train_seconds: float | None = None) -> Path:
     """Base vs best on the report split (training judge, optional second judge), IFEval; write the summary."""
+    from ..journal import write_atomic
     from . import report as report_module
-    from .monitor import BEST_DIR, BEST_FILE, read_records, score_values
+    from .comparison import PERFECT
+    from .monitor import BEST_DIR, BEST_FILE, read_records, score_values, token_lengths
 
     out = Path(training.output_dir)
     records = read_records(out / "monitor.jsonl")
@@ -343,23 +359,25 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
     if recipe.second_judge is not None or recipe.second_judge_base_url is not None:
         judges["second_judge"] = build_reward(recipe, judge=recipe.second_judge, base_url=recipe.second_judge_base_url)
     scores: dict[str, dict[str, list[float | None]]] = {}
-    completions_file = out / "report_completions.jsonl"
-    with completions_file.open("w", encoding="utf-8") as fh:
-        per_judge = {}
-        for name, reward in judges.items():
-            per_judge[name] = {system: _score_split(reward, rows, texts[system]) for system in texts}
-            scores[name] = {system: score_values(res, reward.config.reward) for system, res in per_judge[name].items()}
-            reward.close()
-        for i, row in enumerate(rows):
-            fh.write(json.dumps({"id": row.get("id"), "prompt": row["prompt"],
-                                 **{f"{s}_completion": texts[s][i] for s in texts},
-                                 **{f"{j}_{s}": scores[j][s][i] for j in scores for s in texts}},
-                                ensure_ascii=False, default=str) + "\n")
+    perfect: dict[str, dict[str, list[bool | None]]] = {}
+    for name, reward in judges.items():
+        results = {system: _score_split(reward, rows, texts[system]) for system in texts}
+        scores[name] = {system: score_values(res, reward.config.reward) for system, res in results.items()}
+        perfect[name] = {system: [None if v is None else v >= PERFECT for v in score_values(res, "score")]
+                         for system, res in results.items()}
+        reward.close()
+    tokens = {system: token_lengths(base_model, texts[system]) for system in texts}
+    report_rows = [report_module.report_row(row, {s: texts[s][i] for s in texts}, {s: tokens[s][i] for s in texts},
+                                            {j: {s: scores[j][s][i] for s in texts} for j in scores},
+                                            {j: {s: perfect[j][s][i] for s in texts} for j in perfect})
+                   for i, row in enumerate(rows)]
+    write_atomic(out / report_module.REPORT_FILE, "".join(
+        json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in report_rows))
     ifeval = None
     if recipe.ifeval:
         ifeval = ifeval_transfer(recipe, base_model, adapter, out / "ifeval", seed=recipe.ifeval_seed)
     return report_module.write_summary(
-        out, monitor=records, best=best_info, report_scores=scores, metric=metric,
+        out, monitor=records, best=best_info, report_rows=report_rows, metric=metric,
         looked_at=sum(1 for r in records if r["step"] > 0), ifeval=ifeval,
         splits={"train": len(splits.train), "selection": len(splits.selection), "report": len(rows)},
         n_resamples=recipe.bootstrap_resamples, confidence=recipe.confidence, seed=training.seed,
@@ -374,6 +392,9 @@ def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: 
     from ..ifeval_report import evaluate_system, write_comparison, write_system
 
     rows = load_ifeval()
+    if recipe.ifeval_types:
+        wanted = set(recipe.ifeval_types)
+        rows = [r for r in rows if wanted & set(r.instruction_id_list)]
     if recipe.ifeval_limit and recipe.ifeval_limit < len(rows):
         rows = sorted(random.Random(seed).sample(rows, recipe.ifeval_limit), key=lambda r: r.key)
     print(f"[report] IFEval transfer on {len(rows)} prompts", flush=True)
@@ -387,7 +408,8 @@ def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: 
     write_comparison(out_dir, systems["base"], systems["trained"], n_resamples=recipe.bootstrap_resamples,
                      confidence=recipe.confidence, seed=seed)
     comparison = json.loads((out_dir / "comparison.json").read_text(encoding="utf-8"))
-    return {"dir": str(out_dir), "num_prompts": len(rows), "seed": seed, "comparison": comparison}
+    return {"dir": str(out_dir), "num_prompts": len(rows), "seed": seed, "types_wanted": recipe.ifeval_types,
+            "comparison": comparison}
 
 
 def main(argv: Sequence[str] | None = None, *, default_config: str | Path | None = None) -> int:

@@ -1,0 +1,114 @@
+"""Write rubric_reward/data/instructions/prompts.jsonl: the offline default's training prompts (seeded).
+
+    .venv/bin/python scripts/make_instruction_prompts.py            # rewrites the bundled file
+    .venv/bin/python scripts/make_instruction_prompts.py --check    # exit 1 if the bundled file differs
+
+Each prompt is a short task on one topic plus one verifiable instruction. Its rubric (all programmatic checks,
+no judge needed) gives the instruction weight 2 and adds two criteria a non-answer fails: at least
+MIN_WORDS words, and the task's topic word. So the instruction's phrase alone, one word or silence scores at
+most half, and the full score needs an on-topic answer that follows the instruction. Instruction types were
+chosen because SmolLM2-135M-Instruct follows them sometimes but not always (docs/training.md has the
+measured base rates), which is where GRPO groups get reward spread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parents[1] / "rubric_reward" / "data" / "instructions" / "prompts.jsonl"
+SEED = 0
+MIN_WORDS = 15
+
+# (task, topic word): the task is one short sentence that contains its topic word.
+TOPICS = [
+    ("Describe how bees make honey.", "honey"), ("Explain why the sky looks blue.", "sky"),
+    ("Give advice to someone learning to swim.", "swim"), ("Describe a walk through a forest.", "forest"),
+    ("Explain how a bicycle works.", "bicycle"), ("Describe your favourite kind of bread.", "bread"),
+    ("Explain why people keep dogs as pets.", "dogs"), ("Describe a busy train station.", "train"),
+    ("Explain how rain forms.", "rain"), ("Give tips for growing tomatoes.", "tomatoes"),
+    ("Describe the moon on a clear night.", "moon"), ("Explain why exercise is healthy.", "exercise"),
+    ("Describe a day at the beach.", "beach"), ("Explain how to make a cup of tea.", "tea"),
+    ("Describe what a library is for.", "library"), ("Explain why sleep matters.", "sleep"),
+    ("Give advice for a first job interview.", "interview"), ("Describe a thunderstorm.", "thunder"),
+    ("Explain how a volcano erupts.", "volcano"), ("Describe a mountain in winter.", "mountain"),
+    ("Explain what a computer does.", "computer"), ("Describe the ocean.", "ocean"),
+    ("Give tips for saving money.", "money"), ("Explain how birds fly.", "birds"),
+    ("Describe a market in the morning.", "market"), ("Explain why reading is useful.", "reading"),
+    ("Describe a garden in spring.", "garden"), ("Explain how a river reaches the sea.", "river"),
+    ("Give advice for learning to cook.", "cook"), ("Describe a cat sleeping in the sun.", "cat"),
+    ("Explain how snow forms.", "snow"), ("Describe an old castle.", "castle"),
+    ("Explain why trees are important.", "trees"), ("Describe a football match.", "football"),
+    ("Give tips for studying for an exam.", "exam"), ("Explain how a candle burns.", "candle"),
+    ("Describe a city at night.", "city"), ("Explain why we need water.", "water"),
+    ("Describe a picnic in the park.", "picnic"), ("Explain how plants grow from seeds.", "seeds"),
+    ("Give advice for keeping a room tidy.", "room"), ("Describe a lighthouse.", "lighthouse"),
+    ("Explain what makes music enjoyable.", "music"), ("Describe a farm.", "farm"),
+    ("Explain how the wind is made.", "wind"), ("Describe a birthday party.", "birthday"),
+    ("Give tips for staying calm.", "calm"), ("Explain why the sun is hot.", "sun"),
+]
+
+# instruction type -> (instruction text, the IFEval check, its kwargs). Each text avoids the topic words, and
+# where it matters holds what copying it would break (a comma, capitals, quotes around the end phrase).
+INSTRUCTIONS = {
+    "fewer_words": ("Answer in fewer than 40 words.", "length_constraints:number_words",
+                    {"relation": "less than", "num_words": 40}),
+    "bullets": ("Answer with exactly 3 markdown bullet points, like:\n* first\n* second\n* third",
+                "detectable_format:number_bullet_lists", {"num_bullets": 3}),
+    "placeholders": ("Include at least two placeholders in square brackets, like [name].",
+                     "detectable_content:number_placeholders", {"num_placeholders": 2}),
+    "highlights": ("Highlight at least two phrases with markdown, like *this phrase*.",
+                   "detectable_format:number_highlighted_sections", {"num_highlights": 2}),
+    "no_comma": ("Do not use any commas in your answer, not even one.", "punctuation:no_comma", {}),
+}
+
+
+def rubric(name: str, kind: str, topic: str) -> dict:
+    text, check, kwargs = INSTRUCTIONS[kind]
+    instruction = {"name": kind, "check": f"ifeval:{check}", "weight": 2}
+    if kwargs:
+        instruction["kwargs"] = kwargs
+    return {"name": name, "criteria": [
+        instruction,
+        {"name": "long_enough", "check": "ifeval:length_constraints:number_words",
+         "kwargs": {"relation": "at least", "num_words": MIN_WORDS}},
+        {"name": "on_topic", "check": "ifeval:keywords:existence", "kwargs": {"keywords": [topic]}},
+    ]}
+
+
+def build(seed: int = SEED) -> list[dict]:
+    """Every topic with every instruction type, in a seeded order; ids say topic and type."""
+    rows = []
+    for task, topic in TOPICS:
+        for kind, (text, _, _) in INSTRUCTIONS.items():
+            row_id = f"{topic}-{kind}"
+            rows.append({"id": row_id, "prompt": f"{task} {text}", "rubric": rubric(row_id, kind, topic),
+                         "benchmark": kind})
+    random.Random(seed).shuffle(rows)
+    return rows
+
+
+def render(rows: list[dict]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare with the bundled file instead of writing")
+    args = parser.parse_args(argv)
+    text = render(build())
+    if args.check:
+        same = OUT.is_file() and OUT.read_text(encoding="utf-8") == text
+        print(f"{OUT}: {'up to date' if same else 'differs from the generator'}")
+        return 0 if same else 1
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(text, encoding="utf-8")
+    print(f"wrote {len(text.splitlines())} prompts to {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
