@@ -41,7 +41,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    from .datasets_io import DataError, numbered_jsonl_rows
+    from .rows import DataError, numbered_jsonl_rows
 
     rows = []
     for n, row in numbered_jsonl_rows(path):

@@ -41,13 +41,14 @@ from pathlib import Path
 from typing import Any
 
 from .cache import SQLiteCache, refreshing
-from .datasets_io import DataError, DataSource, EvalItem, FieldMap, load_items
+from .datasets_io import EvalItem, FieldMap, load_items
 from .grader import Grader, GradingConfig
 from .judges.config import JudgeConfig, load_judges
 from .judges.judge import Judge
 from .journal import Journal, write_atomic
 from .prompts import template_hash
 from .results import ErrorKind, ScoreResult
+from .rows import DataError, DataSource
 from .scoring import ScoringConfig
 
 __all__ = ["EvalConfig", "RunSummary", "arun_eval", "item_key", "judge_fingerprint", "run_eval", "run_fingerprint"]

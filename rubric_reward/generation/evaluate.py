@@ -252,7 +252,7 @@ def write_train_prompts(config: EvalGeneratorConfig, path: str | Path) -> int:
 
 
 def _load_rubric_file(path: Path, name: str) -> dict[str, tuple[Rubric | None, str | None]]:
-    from ..datasets_io import DataError, jsonl_rows
+    from ..rows import DataError, jsonl_rows
 
     if not path.is_file():
         raise FileNotFoundError(f"generator {name!r}: no such rubrics file {path}")

@@ -112,7 +112,7 @@ def _rows(source: Any, hub: str, split: str, where: str) -> tuple[str, list[Mapp
         if not isinstance(data, list):
             raise ValueError(f"{path}: a JSON file must hold a list of rows")
         return str(path), data
-    from ..datasets_io import DataError, jsonl_rows
+    from ..rows import DataError, jsonl_rows
 
     try:
         return str(path), [dict(r) for r in jsonl_rows(path)]
