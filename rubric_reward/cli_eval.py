@@ -22,7 +22,7 @@ EXIT = {"complete": 0, "incomplete": 1, "interrupted": 1, "stopped_by_budget": 3
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from .runner import EvalConfig, run_eval
+    from .evaluation.runner import EvalConfig, run_eval
 
     config = EvalConfig.from_yaml(args.config)
     overrides: dict[str, Any] = {}
@@ -54,7 +54,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .report import rebuild_report
+    from .evaluation.report import rebuild_report
 
     paths = rebuild_report(args.run_dir)
     print(f"wrote {paths['markdown']}, {paths['html']} and {paths['metrics']}", file=sys.stderr)
@@ -64,7 +64,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     import json
 
-    from .compare import compare_many, compare_runs
+    from .evaluation.compare import compare_many, compare_runs
 
     if len(args.runs) == 1:
         result = compare_runs(args.runs[0], args.baseline, by=args.by)

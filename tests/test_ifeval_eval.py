@@ -18,7 +18,7 @@ import pytest
 
 from rubric_reward.checks.ifeval import IFEvalResult
 from rubric_reward.checks.ifeval_data import load_ifeval
-from rubric_reward.ifeval_report import (
+from rubric_reward.evaluation.ifeval_report import (
     REFERENCE_FIELDS,
     SystemResults,
     compare,

@@ -100,7 +100,7 @@ def test_plot_monitor_writes_png_with_gaps(tmp_path):
 
 def _ifeval_systems():
     from rubric_reward.checks.ifeval_data import load_ifeval
-    from rubric_reward.ifeval_report import evaluate_system
+    from rubric_reward.evaluation.ifeval_report import evaluate_system
 
     rows = load_ifeval()[:12]
     base = evaluate_system("base", [(r, "Hello, world. This is a response, with commas.") for r in rows])
@@ -151,7 +151,7 @@ def test_write_summary_every_section(tmp_path):
 
 
 def test_write_summary_minimal_and_precomputed_ifeval(tmp_path):
-    from rubric_reward.ifeval_report import write_comparison
+    from rubric_reward.evaluation.ifeval_report import write_comparison
 
     base_sys, trained_sys = _ifeval_systems()
     write_comparison(tmp_path / "ifeval", base_sys, trained_sys, n_resamples=200)

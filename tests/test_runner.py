@@ -28,11 +28,11 @@ from _runner_fixtures import (
 )
 
 from rubric_reward import cli_eval
-from rubric_reward.datasets_io import FieldMap, load_items
+from rubric_reward.evaluation.dataset import FieldMap, load_items
 from rubric_reward.prompts import template_hash
 from rubric_reward.rows import DataError
 from rubric_reward.rubric import Rubric
-from rubric_reward.runner import EvalConfig, run_eval
+from rubric_reward.evaluation.runner import EvalConfig, run_eval
 from rubric_reward.testing.judge_server import Fault, FaultPlan
 
 # ---------------------------------------------------------------------------- datasets

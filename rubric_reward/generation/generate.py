@@ -455,7 +455,7 @@ class RubricGenerator:
 
     def fingerprint(self) -> str:
         """A hash of everything that decides what this generator writes (model, sampling, prompts)."""
-        from ..runner import judge_fingerprint
+        from ..evaluation.runner import judge_fingerprint
 
         settings = {k: v for k, v in asdict(self.config).items() if k != "concurrency"}  # operational only
         blob = {"judge": judge_fingerprint(self.judge.config), "config": settings,

@@ -284,7 +284,7 @@ def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, 
         generator, config=generation, base_url=base_url, cache=cache, temperature=cfg.temperature)
     mj = meta_judge if isinstance(meta_judge, MetaJudge) else MetaJudge(meta_judge, config=meta, base_url=base_url,
                                                                          cache=cache)
-    from ..runner import judge_fingerprint
+    from ..evaluation.runner import judge_fingerprint
 
     gen_fp = gen.fingerprint()
     meta_fp = _h(judge_fingerprint(mj.judge.config), asdict(mj.config),

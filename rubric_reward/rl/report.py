@@ -14,7 +14,7 @@ plots into the run folder:
 * **Selection split** (the monitor's records): every checkpoint looked at against the base model, with the
   paired Wilcoxon p-value per checkpoint and its Holm adjustment across all checkpoints looked at. This is the
   Autorubric paper's situation (best of ten on one split): the nominal p-value of the best one is optimistic.
-* **IFEval transfer** (optional): ``rubric_reward.ifeval_report``'s comparison (strict/loose, prompt and
+* **IFEval transfer** (optional): ``rubric_reward.evaluation.ifeval_report``'s comparison (strict/loose, prompt and
   instruction level with bootstrap intervals and McNemar, per-type deltas with Holm).
 
 :func:`plot_monitor` draws ``monitor.png`` (selection score with its interval, and mean length, against step);
@@ -268,7 +268,7 @@ def plot_score_distributions(path: str | Path, comparisons: Mapping[str, tuple[S
 
 # ------------------------------------------------------------------------------------------- summary
 def _fmt(x: Any, digits: int = 3) -> str:
-    from ..report import fmt
+    from ..evaluation.report import fmt
 
     return fmt(x, digits)
 
@@ -316,7 +316,7 @@ def write_summary(
     ``splits``: rows per split. ``meta``: anything JSON-able to record (model, dataset, timings).
     """
     from ..journal import write_atomic
-    from ..report import Heading, Image, Para, Table, render_html, render_markdown
+    from ..evaluation.report import Heading, Image, Para, Table, render_html, render_markdown
 
     out = Path(run_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -441,7 +441,7 @@ def _perfect(rec: Mapping[str, Any]) -> str:
 
 def _ifeval(out: Path, ifeval: Mapping[str, Any], n_resamples: int, confidence: float, seed: int) -> dict[str, Any]:
     """Normalise the IFEval input to the comparison dict (comparison.json's content) plus where its files are."""
-    from ..ifeval_report import write_comparison
+    from ..evaluation.ifeval_report import write_comparison
 
     if "comparison" not in ifeval and {"base", "trained"} <= set(ifeval):
         folder = out / "ifeval"
@@ -471,7 +471,7 @@ def _ifeval(out: Path, ifeval: Mapping[str, Any], n_resamples: int, confidence: 
 
 def _ifeval_blocks(data: Mapping[str, Any], confidence: float, Heading: Any, Para: Any, Table: Any,
                    Image: Any) -> list[Any]:
-    from ..ifeval_report import GroupComparison, LevelComparison, ModeComparison, overall_table
+    from ..evaluation.ifeval_report import GroupComparison, LevelComparison, ModeComparison, overall_table
 
     modes = {mode: ModeComparison(mode, LevelComparison(**c["prompt_level"]), LevelComparison(**c["instruction_level"]),
                                   [GroupComparison(**g) for g in c["per_instruction"]],

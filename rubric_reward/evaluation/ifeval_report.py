@@ -34,8 +34,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .checks.ifeval import IFEvalResult, IFEvalSummary, evaluate_row, summarize
-from .stats import holm_adjust, mcnemar_exact, paired_bootstrap_ci
+from ..checks.ifeval import IFEvalResult, IFEvalSummary, evaluate_row, summarize
+from ..stats import holm_adjust, mcnemar_exact, paired_bootstrap_ci
 
 __all__ = [
     "MODES",

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .items import Item, as_messages, response_text
-from .rows import DataError, read_rows
-from .rubric import MET, UNMET, Criterion, CriterionKind, Rubric, RubricError, load_rubric, load_rubrics
+from ..items import Item, as_messages, response_text
+from ..rows import DataError, read_rows
+from ..rubric import MET, UNMET, Criterion, CriterionKind, Rubric, RubricError, load_rubric, load_rubrics
 
 __all__ = ["EvalItem", "FieldMap", "load_items", "normalise_label"]
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .journal import write_atomic
-from .metrics import RunData, compute_metrics, item_scores, load_run
+from ..journal import write_atomic
+from .run_metrics import RunData, compute_metrics, item_scores, load_run
 
 __all__ = ["build_report", "fmt", "rebuild_report", "write_report"]
 

@@ -40,16 +40,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .cache import SQLiteCache, refreshing
-from .datasets_io import EvalItem, FieldMap, load_items
-from .grader import Grader, GradingConfig
-from .judges.config import JudgeConfig, load_judges
-from .judges.judge import Judge
-from .journal import Journal, write_atomic
-from .prompts import template_hash
-from .results import ErrorKind, ScoreResult
-from .rows import DataError, DataSource
-from .scoring import ScoringConfig
+from ..cache import SQLiteCache, refreshing
+from ..grader import Grader, GradingConfig
+from ..judges.config import JudgeConfig, load_judges
+from ..judges.judge import Judge
+from ..journal import Journal, write_atomic
+from ..prompts import template_hash
+from ..results import ErrorKind, ScoreResult
+from ..rows import DataError, DataSource
+from ..scoring import ScoringConfig
+from .dataset import EvalItem, FieldMap, load_items
 
 __all__ = ["EvalConfig", "RunSummary", "arun_eval", "item_key", "judge_fingerprint", "run_eval", "run_fingerprint"]
 
@@ -148,7 +148,7 @@ class EvalConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> EvalConfig:
-        from .files import read_structured
+        from ..files import read_structured
 
         path = Path(path)
         obj = read_structured(path, "eval config file")
@@ -278,7 +278,7 @@ async def arun_eval(config: EvalConfig) -> RunSummary:
     out.mkdir(parents=True, exist_ok=True)
     with _exclusive(out / ".lock"):
         summary = await _run_locked(config, out)
-        from .metrics import compute_metrics, load_run
+        from .run_metrics import compute_metrics, load_run
 
         run = load_run(out)
         run.manifest["status"] = summary.status  # on disk it says 'reporting' until the report is written
@@ -400,7 +400,7 @@ def _refresh_entry(entry: dict[str, Any], item: EvalItem) -> dict[str, Any]:
 
 def _manifest(config: EvalConfig, out: Path, run: str, n_items: int, started: str,
               entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    from . import __version__
+    from .. import __version__
 
     old: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
