@@ -117,7 +117,7 @@ def test_transport_failure_is_recorded_not_raised():
 
 
 def test_k_candidates_are_distinct_samples_that_the_cache_does_not_collapse(tmp_path):
-    from rubric_reward.cache import SQLiteCache
+    from rubric_reward.judges.cache import SQLiteCache
 
     with _server(router()) as srv, SQLiteCache(tmp_path / "c.sqlite") as cache:
         cfg = JudgeConfig(model="gen", base_url=srv.base_url, seed=10)

@@ -32,7 +32,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -40,9 +39,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..cache import SQLiteCache, refreshing
 from ..grader import Grader, GradingConfig
+from ..judges.cache import SQLiteCache, refreshing
 from ..judges.config import JudgeConfig, load_judges
+from ..judges.fingerprint import judge_fingerprint, plain, public_judge
 from ..judges.judge import Judge
 from ..journal import Journal, write_atomic
 from ..prompts import template_hash
@@ -51,19 +51,11 @@ from ..rows import DataError, DataSource
 from ..scoring import ScoringConfig
 from .dataset import EvalItem, FieldMap, load_items
 
-__all__ = ["EvalConfig", "RunSummary", "arun_eval", "item_key", "judge_fingerprint", "run_eval", "run_fingerprint"]
+__all__ = ["EvalConfig", "RunSummary", "arun_eval", "item_key", "run_eval", "run_fingerprint"]
 
 log = logging.getLogger(__name__)
 
 KEY_VERSION = 1
-
-# Judge fields that never change a verdict: left out of the run fingerprint (so raising a rate limit
-# does not re-judge a dataset). Everything else, including fields added later, is in.
-_OPERATIONAL = frozenset({
-    "api_key_env", "max_concurrency", "rpm", "tpm", "timeout_s", "max_retries", "batch_deadline_s",
-    "input_cost_per_token", "output_cost_per_token",
-})
-_SECRET_NAME = re.compile(r"(^|[_-])(api_?key|key|token|secret|password|authorization|auth|bearer)$", re.I)
 
 
 # ---------------------------------------------------------------------------- configuration
@@ -169,12 +161,12 @@ class EvalConfig:
         """JSON-able and secret-free (for the manifest)."""
         return {
             "data": dataclasses.asdict(self.data),
-            "judges": [_public_judge(j) for j in self.judges],
+            "judges": [public_judge(j) for j in self.judges],
             "fields": dataclasses.asdict(self.fields),
             "rubric": self.rubric,
             "rubrics": self.rubrics,
-            "scoring": _plain(dataclasses.asdict(self.scoring)),
-            "grading": _plain(dataclasses.asdict(self.grading)),
+            "scoring": plain(dataclasses.asdict(self.scoring)),
+            "grading": plain(dataclasses.asdict(self.grading)),
             "out_dir": self.out_dir,
             "cache": self.cache,
             "max_cost": self.max_cost,
@@ -186,39 +178,13 @@ class EvalConfig:
         }
 
 
-def _plain(obj: Any) -> Any:
-    return json.loads(json.dumps(obj, default=str))
-
-
-def _scrub(obj: Any) -> Any:
-    """Redact values under secret-looking names (a token in ``extra_body``, say)."""
-    if isinstance(obj, Mapping):
-        return {k: "<redacted>" if _SECRET_NAME.search(str(k)) else _scrub(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_scrub(v) for v in obj]
-    return obj
-
-
-def _public_judge(config: JudgeConfig) -> dict[str, Any]:
-    d = _plain(config.to_dict())
-    d["extra_body"] = _scrub(d.get("extra_body") or {})
-    return d
-
-
-def judge_fingerprint(config: JudgeConfig) -> dict[str, Any]:
-    """The verdict-relevant part of a judge config (no secrets, no operational settings)."""
-    d = {k: v for k, v in _plain(config.to_dict()).items() if k not in _OPERATIONAL}
-    d["backend"] = config.resolved_backend()
-    return d
-
-
 def run_fingerprint(config: EvalConfig) -> str:
     """A hash of everything besides the item and rubric that decides a result."""
     blob = {
         "v": KEY_VERSION,
         "judges": [judge_fingerprint(j) for j in config.judges],
-        "grading": _plain(dataclasses.asdict(config.grading)),
-        "scoring": _plain(dataclasses.asdict(config.scoring)),
+        "grading": plain(dataclasses.asdict(config.grading)),
+        "scoring": plain(dataclasses.asdict(config.scoring)),
         "template": template_hash(),
         "seed": config.seed,
     }

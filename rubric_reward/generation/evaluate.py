@@ -550,7 +550,7 @@ def _plot(summary: Mapping[str, Any], path: Path) -> Path | None:
 
 def evaluate_generators(config: EvalGeneratorConfig) -> dict[str, Any]:
     """Run the evaluation (see the module docstring); returns the summary written to ``results.json``."""
-    from ..cache import SQLiteCache
+    from ..judges.cache import SQLiteCache
     from ..judges.judge import as_judges
     from ..scorer import Scorer
 

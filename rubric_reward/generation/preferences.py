@@ -268,7 +268,7 @@ def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, 
     objects (a :class:`RubricGenerator` is used as is, so its temperature is its own; a spec gets
     ``config.temperature``). ``cache="auto"`` keeps the reply cache in ``out_dir/cache.sqlite``.
     """
-    from ..cache import SQLiteCache
+    from ..judges.cache import SQLiteCache
     from ..journal import write_atomic
 
     cfg = config if isinstance(config, PreferenceConfig) else PreferenceConfig.from_dict(config)
@@ -284,7 +284,7 @@ def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, 
         generator, config=generation, base_url=base_url, cache=cache, temperature=cfg.temperature)
     mj = meta_judge if isinstance(meta_judge, MetaJudge) else MetaJudge(meta_judge, config=meta, base_url=base_url,
                                                                          cache=cache)
-    from ..evaluation.runner import judge_fingerprint
+    from ..judges.fingerprint import judge_fingerprint
 
     gen_fp = gen.fingerprint()
     meta_fp = _h(judge_fingerprint(mj.judge.config), asdict(mj.config),
