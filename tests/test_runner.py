@@ -27,12 +27,12 @@ from _runner_fixtures import (
     write_jsonl,
 )
 
-from rubric_reward import cli_eval
+from rubric_reward.cli import main as cli_main
 from rubric_reward.evaluation.dataset import FieldMap, load_items
+from rubric_reward.evaluation.runner import EvalConfig, run_eval
 from rubric_reward.prompts import template_hash
 from rubric_reward.rows import DataError
 from rubric_reward.rubric import Rubric
-from rubric_reward.evaluation.runner import EvalConfig, run_eval
 from rubric_reward.testing.judge_server import Fault, FaultPlan
 
 # ---------------------------------------------------------------------------- datasets
@@ -229,10 +229,10 @@ def test_budget_cap_stops_cleanly_and_a_rerun_continues(tmp_path, capsys):
         # Through the CLI: the same cap again judges three more and exits 3; no cap finishes the run.
         cfg = tmp_path / "run.yaml"
         cfg.write_text(yaml.safe_dump(config_dict(tmp_path, server, judge=prices, cache=None)))
-        assert cli_eval.main(["eval", "--config", str(cfg), "--max-cost", str(cap), "--quiet", "--no-report"]) == 3
+        assert cli_main(["eval", "--config", str(cfg), "--max-cost", str(cap), "--quiet", "--no-report"]) == 3
         assert len(read_results(tmp_path / "run")) == 6
         server.reset_stats()
-        assert cli_eval.main(["eval", "--config", str(cfg), "--quiet", "--no-report"]) == 0
+        assert cli_main(["eval", "--config", str(cfg), "--quiet", "--no-report"]) == 0
         assert server.requests == 4 * 3
     results = read_results(tmp_path / "run")
     assert len(results) == 10 and len({e["key"] for e in results}) == 10
@@ -258,7 +258,7 @@ def _spawn(config_path: Path, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with open(log, "ab") as err:
         return subprocess.Popen(
-            [sys.executable, "-m", "rubric_reward.cli_eval", "eval", "--config", str(config_path), "--quiet",
+            [sys.executable, "-m", "rubric_reward.cli", "eval", "--config", str(config_path), "--quiet",
              "--no-report"],
             env=env, stdout=subprocess.DEVNULL, stderr=err,
         )
