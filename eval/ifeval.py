@@ -119,7 +119,7 @@ def _select(rows: list[Any], limit: int | None) -> list[Any]:
 
 def _pairs_from_file(rows: list[Any], all_rows: list[Any], path: str, allow_missing: bool) -> list[tuple[Any, str]]:
     """Match a responses file against all prompts, then keep the selected ones."""
-    from rubric_reward.checks.ifeval_data import match_responses
+    from rubric_reward.evaluation.ifeval_prompts import match_responses
 
     if not Path(path).is_file():
         raise FileNotFoundError(f"no responses file at {path}")
@@ -174,7 +174,7 @@ def _score(name: str, pairs: list[tuple[Any, str]], out_dir: Path, args: argpars
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Do the work for parsed ``args``; return what was written (summaries and comparison)."""
-    from rubric_reward.checks.ifeval_data import load_ifeval
+    from rubric_reward.evaluation.ifeval_prompts import load_ifeval
     from rubric_reward.evaluation.ifeval_report import overall_table, summary_table, write_comparison
 
     all_rows = load_ifeval(args.data)

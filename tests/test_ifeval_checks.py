@@ -21,7 +21,7 @@ from rubric_reward.checks.ifeval import (
     loose_variants,
     summarize,
 )
-from rubric_reward.checks.ifeval_data import (
+from rubric_reward.evaluation.ifeval_prompts import (
     IFEvalRow,
     ifeval_row_to_checks,
     load_ifeval,

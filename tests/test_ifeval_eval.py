@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rubric_reward.checks.ifeval import IFEvalResult
-from rubric_reward.checks.ifeval_data import load_ifeval
+from rubric_reward.evaluation.ifeval_prompts import load_ifeval
 from rubric_reward.evaluation.ifeval_report import (
     REFERENCE_FIELDS,
     SystemResults,

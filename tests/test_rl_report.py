@@ -99,7 +99,7 @@ def test_plot_monitor_writes_png_with_gaps(tmp_path):
 
 
 def _ifeval_systems():
-    from rubric_reward.checks.ifeval_data import load_ifeval
+    from rubric_reward.evaluation.ifeval_prompts import load_ifeval
     from rubric_reward.evaluation.ifeval_report import evaluate_system
 
     rows = load_ifeval()[:12]

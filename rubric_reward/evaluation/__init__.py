@@ -5,6 +5,7 @@
 * ``run_metrics``: a run folder's agreement metrics (``metrics.json``);
 * ``report``: ``report.md`` / ``report.html`` and plots of a run;
 * ``compare``: paired comparison of runs on the same items;
+* ``ifeval_prompts``: the IFEval prompts, paired with responses, as checks or as a rubric;
 * ``ifeval_report``: IFEval strict/loose results of a system and base-vs-trained comparisons.
 
 Statistics themselves are pure functions in :mod:`rubric_reward.stats`; this package reads results and
@@ -21,6 +22,8 @@ _EXPORTS = {
     "RunData": "run_metrics", "compute_metrics": "run_metrics", "load_run": "run_metrics",
     "write_report": "report", "rebuild_report": "report",
     "compare_runs": "compare", "compare_many": "compare",
+    "IFEvalRow": "ifeval_prompts", "load_ifeval": "ifeval_prompts", "match_responses": "ifeval_prompts",
+    "ifeval_row_to_rubric": "ifeval_prompts",
     "SystemResults": "ifeval_report", "evaluate_system": "ifeval_report", "write_system": "ifeval_report",
     "write_comparison": "ifeval_report", "overall_table": "ifeval_report", "summary_table": "ifeval_report",
     "ModeComparison": "ifeval_report", "GroupComparison": "ifeval_report", "LevelComparison": "ifeval_report",

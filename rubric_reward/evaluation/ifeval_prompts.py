@@ -1,4 +1,4 @@
-"""Load IFEval prompts, pair them with responses, and express them as checks.
+"""Load IFEval prompts, pair them with responses, and express them as checks or as a rubric of checks.
 
 The 541 prompts ship with the package (``rubric_reward/data/ifeval``), so IFEval
 runs offline; a JSONL path with the same fields or the Hugging Face name
@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rubric_reward.checks.ifeval import get_checker
+from ..checks.ifeval import get_checker
+from ..rubric import Rubric
 
 __all__ = [
     "HF_DATASET",
     "PACKAGED_PATH",
     "IFEvalRow",
     "ifeval_row_to_checks",
+    "ifeval_row_to_rubric",
     "load_ifeval",
     "match_responses",
 ]
@@ -204,3 +206,18 @@ def ifeval_row_to_checks(row: IFEvalRow | Mapping[str, Any]) -> list[dict[str, A
         {"check": f"ifeval:{instruction_id}", "kwargs": {k: v for k, v in (entry or {}).items() if v is not None}}
         for instruction_id, entry in zip(ids, kwargs)
     ]
+
+
+def ifeval_row_to_rubric(row: IFEvalRow | Mapping[str, Any], *, loose: bool = False,
+                         extra_criteria: Sequence[Mapping[str, Any]] = ()) -> Rubric:
+    """A rubric with one check criterion per IFEval instruction of ``row`` (plus any extra criteria)."""
+    checks = ifeval_row_to_checks(row)
+    family = "ifeval_loose" if loose else "ifeval"
+    names = [c["check"].split(":", 1)[1] for c in checks]
+    criteria = [
+        {"name": name if names.count(name) == 1 else f"{name}#{i + 1}",
+         "check": c["check"].replace("ifeval:", f"{family}:", 1), "kwargs": c["kwargs"]}
+        for i, (name, c) in enumerate(zip(names, checks, strict=True))
+    ]
+    key = row["key"] if isinstance(row, Mapping) else getattr(row, "key", "ifeval")
+    return Rubric.from_obj({"name": f"ifeval-{key}", "criteria": [*criteria, *extra_criteria]})
