@@ -19,7 +19,7 @@ _EXPORTS = {
     "JudgeConfig": "judges.config", "Judge": "judges.judge",
     "Grader": "grader", "GradingConfig": "grader",
     "Scorer": "scorer",
-    "EvalConfig": "evaluation.runner", "run_eval": "evaluation.runner", "SQLiteCache": "judges.cache",
+    "EvalConfig": "evaluation.config", "run_eval": "evaluation.runner", "SQLiteCache": "judges.cache",
 }
 
 __all__ = [*_EXPORTS, "__version__"]

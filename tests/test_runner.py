@@ -28,8 +28,8 @@ from _runner_fixtures import (
 )
 
 from rubric_reward.cli import main as cli_main
+from rubric_reward.evaluation import EvalConfig, run_eval
 from rubric_reward.evaluation.dataset import FieldMap, load_items
-from rubric_reward.evaluation.runner import EvalConfig, run_eval
 from rubric_reward.prompts import template_hash
 from rubric_reward.rows import DataError
 from rubric_reward.rubric import Rubric

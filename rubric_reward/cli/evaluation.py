@@ -21,7 +21,7 @@ EXIT = {"complete": 0, "incomplete": 1, "interrupted": 1, "stopped_by_budget": 3
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from ..evaluation.runner import EvalConfig, run_eval
+    from ..evaluation import EvalConfig, run_eval
 
     config = EvalConfig.from_yaml(args.config)
     overrides: dict[str, Any] = {}

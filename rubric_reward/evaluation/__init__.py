@@ -1,6 +1,7 @@
 """Evaluation runs and reports: judge a labelled dataset, measure agreement, compare runs, IFEval.
 
-* ``runner``: the resumable, budgeted run (``EvalConfig``, ``run_eval``) that writes a run folder;
+* ``config`` and ``runner``: the resumable, budgeted run (``EvalConfig``, ``run_eval``) that writes a run
+  folder;
 * ``dataset``: rows with responses, rubrics and human labels as ``EvalItem`` s;
 * ``run_metrics``: a run folder's agreement metrics (``metrics.json``);
 * ``report``: ``report.md`` / ``report.html`` and plots of a run;
@@ -17,7 +18,7 @@ from __future__ import annotations
 from .._lazy import lazy_exports
 
 _EXPORTS = {
-    "EvalConfig": "runner", "RunSummary": "runner", "run_eval": "runner", "arun_eval": "runner",
+    "EvalConfig": "config", "RunSummary": "runner", "run_eval": "runner", "arun_eval": "runner",
     "EvalItem": "dataset", "FieldMap": "dataset", "load_items": "dataset", "normalise_label": "dataset",
     "RunData": "run_metrics", "compute_metrics": "run_metrics", "load_run": "run_metrics",
     "write_report": "report", "rebuild_report": "report",
