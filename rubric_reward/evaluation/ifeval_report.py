@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..checks.ifeval import IFEvalResult, IFEvalSummary, evaluate_row, summarize
+from ..progress import Progress
 from ..stats import holm_adjust, mcnemar_exact, paired_bootstrap_ci
 
 __all__ = [
@@ -96,22 +97,11 @@ def evaluate_system(name: str, pairs: Iterable[tuple[Any, str]], *, meta: Mappin
     pairs = list(pairs)
     strict: list[IFEvalResult] = []
     loose: list[IFEvalResult] = []
-    bar = None
-    if progress:
-        from rich.progress import Progress
-
-        bar = Progress()
-        task = bar.add_task(f"scoring {name}", total=len(pairs))
-        bar.start()
-    try:
+    with Progress(f"scoring {name}", len(pairs), enabled=progress) as bar:
         for row, response in pairs:
             strict.append(evaluate_row(row, response))
             loose.append(evaluate_row(row, response, loose=True))
-            if bar is not None:
-                bar.advance(task)
-    finally:
-        if bar is not None:
-            bar.stop()
+            bar.advance()
     return SystemResults(name, strict, loose, dict(meta or {}))
 
 

@@ -44,6 +44,7 @@ from ..judges.cache import SQLiteCache, refreshing
 from ..judges.fingerprint import judge_fingerprint, plain
 from ..judges.judge import Judge
 from ..journal import Journal, write_atomic
+from ..progress import Progress
 from ..prompts import template_hash
 from ..results import ErrorKind, ScoreResult
 from ..rows import DataError
@@ -312,7 +313,7 @@ async def _schedule(config: EvalConfig, items: Sequence[EvalItem], keys: Sequenc
         with cache.billing() as paid:  # the replies this item paid for; settled once it is saved
             return await graded(i), paid
 
-    progress = _Progress(len(items), done_before, enabled=config.progress)
+    progress = Progress("judging", len(items), done_before, enabled=config.progress, cost=True, failures=True)
     pending = list(reversed(todo))
     tasks: dict[asyncio.Task[tuple[ScoreResult, list[str]]], int] = {}
     try:
@@ -331,7 +332,7 @@ async def _schedule(config: EvalConfig, items: Sequence[EvalItem], keys: Sequenc
                     _record(journal, items[i], keys[i], run, result, state, invocation)
                     if cache is not None:
                         cache.settle(paid)
-                    progress.advance(state)
+                    progress.advance(cost=result.cost, failed=_failed(result))
     finally:
         for task in tasks:
             task.cancel()
@@ -355,38 +356,3 @@ def _record(journal: Journal, item: EvalItem, key: str, run: str, result: ScoreR
     state.spent += cost
     if any(not c.cached for c in result.calls):
         state.max_item_cost = max(state.max_item_cost or 0.0, cost)
-
-
-class _Progress:
-    """A rich progress bar (items done, ETA, running cost) on stderr; silent when disabled."""
-
-    def __init__(self, total: int, done: int, *, enabled: bool):
-        self.enabled = enabled
-        self.total, self.done = total, done
-        self._progress: Any = None
-        self._task: Any = None
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
-            )
-
-            self._progress = Progress(
-                TextColumn("[bold]judging"), BarColumn(), MofNCompleteColumn(), TextColumn("items"),
-                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                TextColumn("cost ${task.fields[cost]:.4f}"), TextColumn("[red]{task.fields[failed]} failed"),
-                console=Console(stderr=True),
-            )
-            self._progress.start()
-            self._task = self._progress.add_task("judging", total=self.total, completed=self.done, cost=0.0, failed=0)
-        return self
-
-    def advance(self, state: _State) -> None:
-        if self._progress is not None:
-            self._progress.update(self._task, advance=1, cost=state.spent, failed=state.failed)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._progress is not None:
-            self._progress.stop()

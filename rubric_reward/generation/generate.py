@@ -33,6 +33,7 @@ from ..items import as_messages
 from ..judges.base import ChatReply, ChatRequest, ReplyCache
 from ..judges.config import JudgeConfig
 from ..judges.judge import Judge, as_judges
+from ..progress import Progress
 from ..prompts import fence
 from ..rubric import Rubric, RubricError
 from .answers import json_values, strip_think
@@ -639,39 +640,6 @@ def _key(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, ensure_ascii=False, default=str).encode()).hexdigest()[:32]
 
 
-class Progress:
-    """A rich progress bar on stderr (silent when disabled): ``label``, done/total, ETA, cost, failures."""
-
-    def __init__(self, label: str, total: int, done: int = 0, *, enabled: bool = True):
-        self.label, self.total, self.done, self.enabled = label, total, done, enabled
-        self.cost, self.failed = 0.0, 0
-        self._p: Any = None
-
-    def __enter__(self) -> Progress:
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-            from rich.progress import Progress as RichProgress
-
-            self._p = RichProgress(
-                TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                TextColumn("ETA"), TimeRemainingColumn(), TextColumn("cost ${task.fields[cost]:.4f}"),
-                TextColumn("[red]{task.fields[failed]} failed"), console=Console(stderr=True))
-            self._p.start()
-            self._task = self._p.add_task(self.label, total=self.total, completed=self.done, cost=0.0, failed=0)
-        return self
-
-    def advance(self, cost: float = 0.0, failed: bool = False) -> None:
-        self.cost += cost
-        self.failed += int(failed)
-        if self._p is not None:
-            self._p.update(self._task, advance=1, cost=self.cost, failed=self.failed)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._p is not None:
-            self._p.stop()
-
-
 def generate_rubrics(input: str | Path | Sequence[Any], out: str | Path, *, generator: Any = None,
                      config: GenerationConfig | Mapping[str, Any] | None = None, base_url: str | None = None,
                      cache: str | Path | ReplyCache | None = "auto", temperature: float | None = None,
@@ -724,7 +692,7 @@ def generate_rubrics(input: str | Path | Sequence[Any], out: str | Path, *, gene
             spent += result.cost
             if not result.ok:
                 failures.append(f"{pid}: {result.error}")
-            bar.advance(result.cost, failed=not result.ok)
+            bar.advance(cost=result.cost, failed=not result.ok)
 
         try:
             await asyncio.gather(*(one(*j) for j in todo))
@@ -732,7 +700,8 @@ def generate_rubrics(input: str | Path | Sequence[Any], out: str | Path, *, gene
             await gen.aclose()
 
     try:
-        with Progress("generating rubrics", len(jobs), len(jobs) - len(todo), enabled=progress) as bar:
+        with Progress("generating rubrics", len(jobs), len(jobs) - len(todo), enabled=progress, cost=True,
+                      failures=True) as bar:
             asyncio.run(run(bar))
     finally:
         journal.close()

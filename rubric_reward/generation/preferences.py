@@ -40,10 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from ..judges.base import ReplyCache
+from ..progress import Progress
 from ..rubric import Rubric
 from .bradley_terry import bradley_terry, win_probability
 from .generate import (
-    GeneratedRubric, GenerationConfig, Progress, PromptRow, RubricGenerator, generation_messages, load_prompts,
+    GeneratedRubric, GenerationConfig, PromptRow, RubricGenerator, generation_messages, load_prompts,
     rubric_text,
 )
 from .metajudge import MetaJudge, MetaJudgeConfig, PairJudgement
@@ -303,7 +304,7 @@ def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, 
                 before = builder.spent
                 entry = await builder.prompt(row, keys[row.id])
             builder.status.append(entry)
-            bar.advance(builder.spent - before, failed=entry["status"] == "failed")
+            bar.advance(cost=builder.spent - before, failed=entry["status"] == "failed")
 
         try:
             await asyncio.gather(*(one(r) for r in todo))
@@ -314,7 +315,8 @@ def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, 
                 await mj.aclose()
 
     try:
-        with Progress("building preferences", len(rows), len(rows) - len(todo), enabled=progress) as bar:
+        with Progress("building preferences", len(rows), len(rows) - len(todo), enabled=progress, cost=True,
+                      failures=True) as bar:
             asyncio.run(run(bar))
     finally:
         builder.close()
