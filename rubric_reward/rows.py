@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DataError", "DataSource", "jsonl_rows", "numbered_jsonl_rows", "read_rows"]
+__all__ = ["DataError", "DataSource", "located_rows", "numbered_jsonl_rows", "read_rows"]
 
 
 class DataError(ValueError):
@@ -55,11 +55,18 @@ class DataSource:
 
 def read_rows(source: Any) -> tuple[str, Iterator[Mapping[str, Any]]]:
     """``(name, rows)`` for a :class:`DataSource`, a path, a ``datasets.Dataset`` or an iterable of mappings."""
+    name, located = located_rows(source)
+    return name, (row for _, row in located)
+
+
+def located_rows(source: Any) -> tuple[str, Iterator[tuple[str, Mapping[str, Any]]]]:
+    """``(name, (where, row) ...)``, like :func:`read_rows`; ``where`` names the row within the source for
+    error messages: ``"line N"`` in a JSONL or CSV file, ``"row N"`` (from 0) in a dataset or a list."""
     if isinstance(source, str | Path | Mapping) and not _is_hf_dataset(source):
         source = DataSource.parse(source)
     if isinstance(source, DataSource):
         if source.hf is not None:
-            return source.describe(), iter(_load_hf(source))
+            return source.describe(), _indexed(_load_hf(source))
         path = Path(source.path or "")
         fmt = source.format
         if fmt == "auto":
@@ -69,25 +76,23 @@ def read_rows(source: Any) -> tuple[str, Iterator[Mapping[str, Any]]]:
         if not path.exists():
             raise DataError(f"{path}: no such file or folder")
         if fmt == "jsonl":
-            return str(path), jsonl_rows(path)
+            return str(path), ((f"line {n}", row) for n, row in numbered_jsonl_rows(path))
         if fmt == "csv":
             return str(path), _csv_rows(path)
-        return str(path), iter(_load_hf(source))
+        return str(path), _indexed(_load_hf(source))
     if _is_hf_dataset(source):
-        return "dataset", iter(source)
+        return "dataset", _indexed(source)
     if isinstance(source, Iterable):
-        return "rows", iter(source)
+        return "rows", _indexed(source)
     raise DataError(f"cannot read items from a {type(source).__name__}")
+
+
+def _indexed(rows: Iterable[Mapping[str, Any]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    return ((f"row {i}", row) for i, row in enumerate(rows))
 
 
 def _is_hf_dataset(obj: Any) -> bool:
     return type(obj).__module__.startswith("datasets.") and hasattr(obj, "column_names")
-
-
-def jsonl_rows(path: Path) -> Iterator[Mapping[str, Any]]:
-    """The JSON objects of a JSONL file; a DataError names the line of a bad one."""
-    for _, row in numbered_jsonl_rows(path):
-        yield row
 
 
 def numbered_jsonl_rows(path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
@@ -111,10 +116,11 @@ def numbered_jsonl_rows(path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
             yield n, row
 
 
-def _csv_rows(path: Path) -> Iterator[Mapping[str, Any]]:
+def _csv_rows(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
     with path.open(encoding="utf-8", newline="") as f:
-        for row in csv.DictReader(f):
-            yield {k: (None if v == "" else v) for k, v in row.items()}
+        reader = csv.DictReader(f)
+        for row in reader:  # line_num: the line the record ends on (the header is line 1)
+            yield f"line {reader.line_num}", {k: (None if v == "" else v) for k, v in row.items()}
 
 
 def _load_hf(source: DataSource) -> Any:

@@ -158,8 +158,8 @@ def test_load_prompts_errors_are_clear(tmp_path):
     with pytest.raises(ValueError, match="empty.jsonl: no prompts"):
         load_prompts(empty)
     noprompt = tmp_path / "np.jsonl"
-    noprompt.write_text('{"prompt": "ok"}\n{"id": 3, "text": "where is the prompt"}\n')
-    with pytest.raises(ValueError, match=r"np.jsonl: line 2: no prompt"):
+    noprompt.write_text('{"prompt": "ok"}\n\n{"id": 3, "text": "where is the prompt"}\n')  # a blank line 2
+    with pytest.raises(ValueError, match=r"np.jsonl: line 3: no prompt"):
         load_prompts(noprompt)
     dup = tmp_path / "dup.jsonl"
     dup.write_text('{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}\n')

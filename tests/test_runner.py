@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,32 @@ def test_duplicate_ids_and_bad_json_lines_are_reported(tmp_path):
         load_items(tmp_path / "bad.jsonl", rubric=Rubric.from_obj(RUBRIC))
     with pytest.raises(DataError, match="no rubric"):
         load_items([{"response": "x"}])
+
+
+def test_file_errors_name_the_file_and_its_line_not_a_row_index(tmp_path):
+    """Issue 21.7: the second data line of a JSONL file (after a blank line: line 3) was "row 1"."""
+    rubric = Rubric.from_obj(RUBRIC)
+    (tmp_path / "a.jsonl").write_text('{"id": "a", "response": "x"}\n\n{"id": "b"}\n')
+    with pytest.raises(DataError, match=r"a\.jsonl: line 3: field 'response' is missing"):
+        load_items(tmp_path / "a.jsonl", rubric=rubric)
+    (tmp_path / "b.jsonl").write_text('{"id": "a", "response": "x"}\n{"id": "a", "response": "y"}\n')
+    with pytest.raises(DataError, match=r"b\.jsonl: line 2: field 'id': id 'a' already used by line 1"):
+        load_items(tmp_path / "b.jsonl", rubric=rubric)
+    (tmp_path / "c.csv").write_text("id,response\na,x\nb,\n")
+    with pytest.raises(DataError, match=r"c\.csv: line 3: field 'response' is missing"):
+        load_items(tmp_path / "c.csv", rubric=rubric)
+    items = load_items(tmp_path / "b.jsonl", FieldMap(id="nope"), rubric=rubric)
+    assert [(it.row, it.where) for it in items] == [(0, f"{tmp_path / 'b.jsonl'}: line 1"),
+                                                    (1, f"{tmp_path / 'b.jsonl'}: line 2")]
+
+
+def test_the_same_item_twice_is_named_by_its_lines(tmp_path):
+    write_dataset(tmp_path, n=1)
+    line = (tmp_path / "items.jsonl").read_text().splitlines()[0]
+    row = {k: v for k, v in json.loads(line).items() if k != "id"}
+    (tmp_path / "items.jsonl").write_text(json.dumps(row) + "\n\n" + json.dumps(row) + "\n")
+    with pytest.raises(DataError, match=r"items\.jsonl: line 3 is the same item as .*items\.jsonl: line 1"):
+        run_eval(eval_config(tmp_path, SimpleNamespace(base_url="http://127.0.0.1:9/v1")))  # fails before judging
 
 
 # ---------------------------------------------------------------------------- config

@@ -3,7 +3,8 @@
 Each row holds a prompt (string or messages) or a conversation, a response, a rubric (inline, or an
 id into a rubric library, or the run's default rubric), optional human labels per criterion and an
 optional group id (e.g. the student a response belongs to). Column names are configurable with
-:class:`FieldMap`. Every error names the row and the field.
+:class:`FieldMap`. Every error names the source, the line of a JSONL or CSV file (the row of a dataset
+or a list, from 0) and the field.
 
 Labels are given as a mapping ``{criterion: label}`` (a JSON string in CSV), or as flat columns
 ``<label_prefix><criterion>``. A label is an option label (case-insensitive), the abstention label,
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..items import Item, as_messages, response_text
-from ..rows import DataError, read_rows
+from ..rows import DataError, located_rows
 from ..rubric import MET, UNMET, Criterion, CriterionKind, Rubric, RubricError, load_rubric, load_rubrics
 
 __all__ = ["EvalItem", "FieldMap", "load_items", "normalise_label"]
@@ -49,6 +50,7 @@ class EvalItem:
     rubric: Rubric
     labels: Mapping[str, str] = field(default_factory=dict)
     group: str | None = None
+    where: str | None = None  # the row in its source, for messages: "items.jsonl: line 3"
 
     @property
     def id(self) -> str | None:
@@ -65,21 +67,21 @@ def load_items(
     limit: int | None = None,
 ) -> list[EvalItem]:
     """Read and validate every row. ``rubric`` is the default; ``rubrics`` a library for ``rubric_id``."""
-    name, rows = read_rows(source)
+    name, rows = located_rows(source)
     default = load_rubric(rubric) if rubric is not None else None
     library = load_rubrics(rubrics) if isinstance(rubrics, str | Path) else dict(rubrics or {})
     inline_cache: dict[str, Rubric] = {}
     items: list[EvalItem] = []
-    seen_ids: dict[str, int] = {}
-    for row_no, row in enumerate(rows):
+    seen_ids: dict[str, str] = {}
+    for row_no, (at, row) in enumerate(rows):
         if limit is not None and len(items) >= limit:
             break
-        where = f"{name}: row {row_no}"
+        where = f"{name}: {at}"
         item = _item(row, row_no, where, fields, default, library, inline_cache)
         if item.id is not None:
             if item.id in seen_ids:
-                raise DataError(f"{where}: field {fields.id!r}: id {item.id!r} already used by row {seen_ids[item.id]}")
-            seen_ids[item.id] = row_no
+                raise DataError(f"{where}: field {fields.id!r}: id {item.id!r} already used by {seen_ids[item.id]}")
+            seen_ids[item.id] = at
         items.append(item)
     if not items:
         raise DataError(f"{name}: no rows")
@@ -116,7 +118,7 @@ def _item(row: Mapping[str, Any], row_no: int, where: str, f: FieldMap, default:
     rubric = _rubric(get(f.rubric), get(f.rubric_id), where, f, default, library, inline_cache)
     labels = _labels(row, rubric, where, f)
     item = Item(response=response, prompt=prompt, id=None if raw_id is None else str(raw_id))
-    return EvalItem(row_no, item, rubric, labels, None if group is None else str(group))
+    return EvalItem(row_no, item, rubric, labels, None if group is None else str(group), where)
 
 
 def _maybe_json(value: Any, want: type) -> Any:

@@ -7,7 +7,6 @@ runs offline; a JSONL path with the same fields or the Hugging Face name
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checks.ifeval import get_checker
+from ..rows import numbered_jsonl_rows
 from ..rubric import Rubric
 
 __all__ = [
@@ -80,17 +80,6 @@ def _parse_row(obj: Any, where: str) -> IFEvalRow:
     return IFEvalRow(key=key, prompt=prompt, instruction_id_list=tuple(ids), kwargs=tuple(cleaned))
 
 
-def _read_jsonl(path: Path) -> Iterable[tuple[int, Any]]:
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path} line {number}: invalid JSON: {exc.msg}") from None
-
-
 def _load_hub(name: str) -> list[tuple[str, Any]]:
     try:
         from datasets import load_dataset
@@ -126,7 +115,7 @@ def load_ifeval(path_or_name: str | os.PathLike[str] | None = None) -> list[IFEv
         path = Path(path_or_name)
         if not path.is_file():
             raise FileNotFoundError(f"no IFEval JSONL file at {path}")
-        records = [(f"{path} line {number}", obj) for number, obj in _read_jsonl(path)]
+        records = [(f"{path}: line {n}", obj) for n, obj in numbered_jsonl_rows(path)]
     rows: list[IFEvalRow] = []
     seen: dict[int, str] = {}
     for where, obj in records:
@@ -159,7 +148,7 @@ def match_responses(
     by_prompt = {row.prompt: row for row in rows}
     if isinstance(responses, (str, os.PathLike)):
         path = Path(responses)
-        records: Iterable[tuple[str, Any]] = [(f"{path} line {n}", o) for n, o in _read_jsonl(path)]
+        records: Iterable[tuple[str, Any]] = [(f"{path}: line {n}", o) for n, o in numbered_jsonl_rows(path)]
     else:
         records = ((f"response record {i}", o) for i, o in enumerate(responses))
 

@@ -178,12 +178,12 @@ async def _run_locked(config: EvalConfig, out: Path) -> RunSummary:
     items = load_items(config.data, config.fields, rubric=config.rubric, rubrics=config.rubrics, limit=config.limit)
     run = run_fingerprint(config)
     keys = [item_key(it, run) for it in items]
-    first_row: dict[str, int] = {}
+    first: dict[str, EvalItem] = {}
     for it, k in zip(items, keys, strict=True):
-        if k in first_row:
-            raise DataError(f"{config.data.describe()}: rows {first_row[k]} and {it.row} are the same item "
+        if k in first:
+            raise DataError(f"{it.where} is the same item as {first[k].where} "
                             "(same rubric, prompt and response, and no distinguishing id)")
-        first_row[k] = it.row
+        first[k] = it
 
     for stale in out.glob(".*.tmp-*"):  # left by a kill during an atomic write
         stale.unlink(missing_ok=True)
