@@ -14,7 +14,7 @@ from _runner_fixtures import REPO, eval_config, serve, write_dataset, write_json
 
 from rubric_reward.cli import main as cli_main
 from rubric_reward.evaluation import EvalConfig, run_eval
-from rubric_reward.evaluation.report import fmt
+from rubric_reward.evaluation.formatting import fmt
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

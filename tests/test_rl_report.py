@@ -56,7 +56,7 @@ def test_compare_paired_matches_stats_module():
     pairs_best = [t for t in best if t is not None]
     assert c["n"] == 30 and c["pairs"] == 29 and c["best"]["unscored"] == 1
     ci = paired_bootstrap_ci(pairs_best, pairs_base, n_resamples=500, seed=0)
-    assert c["difference"] == {"estimate": ci.estimate, "low": ci.low, "high": ci.high, "n": 29}
+    assert c["difference"] == ci.to_dict() and c["difference"]["n"] == 29
     assert c["wilcoxon"]["pvalue"] == wilcoxon_signed_rank(pairs_best, pairs_base).pvalue
     assert c["base"]["perfect"] == sum(1 for b in base if b >= 1.0)
     assert c["improved"] + c["worse"] + c["tied"] == 29 and c["worse"] == 0
