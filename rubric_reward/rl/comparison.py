@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..evaluation.formatting import interval_dict as _interval
+
 __all__ = ["PERFECT", "compare_paired", "load_selection_scores", "score_value", "selection_table",
            "tie_identical"]
 
@@ -54,10 +56,6 @@ def _finite(x: Any) -> float | None:
 def _mean(values: Sequence[float | None]) -> float | None:
     kept = [v for v in values if v is not None]
     return sum(kept) / len(kept) if kept else None
-
-
-def _interval(ci: Any) -> dict[str, Any]:
-    return {"estimate": ci.estimate, "low": ci.low, "high": ci.high, "n": ci.n}
 
 
 def tie_identical(base: Sequence[float | None], best: Sequence[float | None],

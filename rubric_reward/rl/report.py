@@ -12,7 +12,7 @@ zero), then:
   was picked on the selection split, so this p-value needs no adjustment; the bound ``min(1, m x p)`` for the
   ``m`` checkpoints looked at is printed beside it.
 * **Selection split**: every checkpoint looked at against the base, with Holm-adjusted p-values.
-* **IFEval transfer** (optional): ``rubric_reward.ifeval_report``'s comparison, per instruction type.
+* **IFEval transfer** (optional): ``rubric_reward.evaluation.ifeval_report``'s comparison, per instruction type.
 
 Its input is the rows of ``report_completions.jsonl`` (:func:`report_row`), so :func:`rebuild_summary` (and
 ``python -m rubric_reward.rl.report RUN_DIR``) writes the same summary again from the run folder.
@@ -22,11 +22,12 @@ Undefined statistics are ``None`` in JSON and "n/a" in Markdown, never NaN.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..evaluation.formatting import ci_text, fmt, jsonable
+from ..evaluation.formatting import pvalue as _p
 from .comparison import compare_paired, load_selection_scores, record_length, selection_table
 from .hacks import hack_indicators
 from .plots import plot_monitor, plot_score_distributions
@@ -53,12 +54,13 @@ def report_row(row: Mapping[str, Any], completions: Mapping[str, str], tokens: M
 
 def read_report_rows(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a ``report_completions.jsonl`` (a bad line is a one-line DataError naming it)."""
-    from ..datasets_io import jsonl_rows
+    from ..rows import DataError, numbered_jsonl_rows
 
-    rows = [dict(r) for r in jsonl_rows(Path(path))]
-    for n, row in enumerate(rows, 1):
+    rows = []
+    for n, row in numbered_jsonl_rows(Path(path)):
         if not isinstance(row.get("scores"), Mapping) or not isinstance(row.get("completions"), Mapping):
-            raise ValueError(f"{path}: row {n}: needs 'scores' and 'completions' mappings (written by report_row)")
+            raise DataError(f"{path}: line {n}: needs 'scores' and 'completions' mappings (written by report_row)")
+        rows.append(dict(row))
     return rows
 
 
@@ -185,7 +187,7 @@ def headline(summary: Mapping[str, Any]) -> str:
 # ------------------------------------------------------------------------------------------- IFEval
 def _ifeval(out: Path, ifeval: Mapping[str, Any], n_resamples: int, confidence: float, seed: int) -> dict[str, Any]:
     """The IFEval input as comparison.json's content plus where its files are, and per-type counts."""
-    from ..ifeval_report import write_comparison
+    from ..evaluation import write_comparison
 
     if "comparison" not in ifeval and {"base", "trained"} <= set(ifeval):
         folder = out / "ifeval"
@@ -215,7 +217,7 @@ def _ifeval(out: Path, ifeval: Mapping[str, Any], n_resamples: int, confidence: 
 
 
 def _ifeval_blocks(data: Mapping[str, Any], confidence: float, B: Any) -> list[Any]:
-    from ..ifeval_report import GroupComparison, LevelComparison, ModeComparison, overall_table
+    from ..evaluation import GroupComparison, LevelComparison, ModeComparison, overall_table
 
     modes = {mode: ModeComparison(mode, LevelComparison(**c["prompt_level"]), LevelComparison(**c["instruction_level"]),
                                   [GroupComparison(**g) for g in c["per_instruction"]],
@@ -246,32 +248,20 @@ def _ifeval_blocks(data: Mapping[str, Any], confidence: float, B: Any) -> list[A
 
 # ------------------------------------------------------------------------------------------- Markdown
 def _fmt(x: Any, digits: int = 3) -> str:
-    from ..report import fmt
-
     return fmt(x, digits)
 
 
 def _signed(v: float | None, digits: int = 3) -> str:
-    return "n/a" if v is None else f"{v:+.{digits}f}"
+    return fmt(v, digits, signed=True)
 
 
 def _ci_bounds(ci: Mapping[str, Any], digits: int = 3) -> str:
-    if ci.get("low") is None:
-        return "[n/a]"
-    return f"[{_signed(ci['low'], digits)}, {_signed(ci['high'], digits)}]"
+    return "[n/a]" if ci.get("low") is None else \
+        f"[{fmt(ci['low'], digits, signed=True)}, {fmt(ci['high'], digits, signed=True)}]"
 
 
 def _ci_text(ci: Mapping[str, Any] | None, signed: bool = False) -> str:
-    if not ci or ci.get("estimate") is None:
-        return "n/a"
-    f = _signed if signed else _fmt
-    if ci.get("low") is None:
-        return f"{f(ci['estimate'])} [n/a]"
-    return f"{f(ci['estimate'])} [{f(ci['low'])}, {f(ci['high'])}]"
-
-
-def _p(p: float | None) -> str:
-    return "n/a" if p is None else f"{p:.3g}"
+    return ci_text(ci, signed=signed)
 
 
 def _perfect(rec: Mapping[str, Any]) -> str:
@@ -391,7 +381,7 @@ def write_summary(run_dir: str | Path, *, report_rows: Sequence[Mapping[str, Any
     ``{"base": SystemResults, "trained": SystemResults}`` (then compared and written to ``run_dir/ifeval``).
     ``splits``: rows per split. ``meta``: anything JSON-able to record (model, dataset, max_steps, timings).
     """
-    from .. import report as B
+    from .. import evaluation as B
     from ..journal import write_atomic
 
     out = Path(run_dir)
@@ -414,7 +404,7 @@ def write_summary(run_dir: str | Path, *, report_rows: Sequence[Mapping[str, Any
     summary["plots"] = plots
     saved = {**summary, "ifeval": None if ifeval_data is None else {k: v for k, v in ifeval_data.items()
                                                                     if k != "modes"}}
-    write_atomic(out / "summary.json", json.dumps(_jsonable(saved), indent=2, ensure_ascii=False,
+    write_atomic(out / "summary.json", json.dumps(jsonable(saved), indent=2, ensure_ascii=False,
                                                    allow_nan=False) + "\n")
     blocks: list[Any] = [B.Heading(1, "Rubric-reward training: summary"), B.Para(summary["headline"]),
                          B.Para(_facts(summary))]
@@ -476,21 +466,6 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return 1
     print(f"wrote {path}")
     return 0
-
-
-def _jsonable(obj: Any) -> Any:
-    """NaN/inf become None (undefined), tuples lists, unknown objects their str."""
-    if isinstance(obj, float):
-        return None if math.isnan(obj) or math.isinf(obj) else obj
-    if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    if obj is None or isinstance(obj, str | int | bool):
-        return obj
-    if hasattr(obj, "to_dict"):
-        return _jsonable(obj.to_dict())
-    return str(obj)
 
 
 if __name__ == "__main__":
