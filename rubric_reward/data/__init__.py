@@ -9,7 +9,7 @@ from typing import Any
 __all__ = ["PROMPT_SETS", "OfflinePrompt", "load_offline_prompts", "prompt_set_path"]
 
 #: Bundled prompt sets with rubrics, by name (JSONL rows: id, prompt, rubric, benchmark).
-PROMPT_SETS = {"offline-instructions": "instructions/prompts.jsonl"}
+PROMPT_SETS = {"offline": "offline/prompts.jsonl", "offline-instructions": "instructions/prompts.jsonl"}
 
 
 @dataclass(frozen=True, slots=True)

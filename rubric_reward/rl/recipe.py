@@ -150,7 +150,7 @@ def build_splits(recipe: RecipeArguments) -> Any:
     from ..data import PROMPT_SETS
 
     options = dict(recipe.data or {})
-    bundled = recipe.dataset_name == "offline" or recipe.dataset_name in PROMPT_SETS
+    bundled = recipe.dataset_name in PROMPT_SETS
     fmt = options.pop("format", "prompts" if bundled else "advancedif")
     split_keys = ("train", "selection", "report", "seed", "stratify")
     if fmt == "advancedif":
