@@ -369,51 +369,50 @@ def write_system(out_dir: str | Path, system: SystemResults) -> dict[str, Any]:
 
 
 def write_delta_chart(path: str | Path, comparison: ModeComparison, *, alpha: float = 0.05) -> Path:
-    """Horizontal bars of per-type accuracy deltas (points); ``*`` marks Holm-adjusted p < ``alpha``."""
+    """Horizontal bars of per-type accuracy deltas (points); ``*`` marks Holm-adjusted p < ``alpha``; when no
+    type moved, the chart says "no differences" instead."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     groups = sorted(comparison.per_instruction, key=lambda g: g.delta)
-    names = [g.name for g in groups]
     deltas = [100 * g.delta for g in groups]
-    colors = ["#2e7d32" if d > 0 else "#c62828" if d < 0 else "#9e9e9e" for d in deltas]
-    if not any(deltas):  # nothing moved: say so instead of an empty chart with a legend of nothing
-        fig, ax = plt.subplots(figsize=(8, 2))
-        try:
+    nothing = not any(deltas)  # nothing moved: say so instead of an empty chart with a legend of nothing
+    fig, ax = plt.subplots(figsize=(8, 2 if nothing else 0.32 * len(groups) + 1.6))
+    try:
+        if nothing:
             ax.set_axis_off()
             ax.text(0.5, 0.5, f"no differences: all {len(groups)} instruction types unchanged ({comparison.mode})",
                     ha="center", va="center", transform=ax.transAxes)
-            path = Path(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(path, format="png", dpi=120)
-        finally:
-            plt.close(fig)
-        return path
-    fig, ax = plt.subplots(figsize=(8, 0.32 * len(groups) + 1.6))
-    try:
-        ax.barh(range(len(groups)), deltas, color=colors)
-        ax.set_yticks(range(len(groups)), [f"{n} (n={g.n})" for n, g in zip(names, groups)], fontsize=7)
-        ax.axvline(0, color="black", linewidth=0.8)
-        span = max([abs(d) for d in deltas] + [1.0])
-        for y, (d, g) in enumerate(zip(deltas, groups)):
-            if g.pvalue_holm < alpha:
-                ax.text(d + (0.02 * span if d >= 0 else -0.02 * span), y, "*", va="center",
-                        ha="left" if d >= 0 else "right", fontsize=11, fontweight="bold")
-        ax.set_xlim(-1.15 * span, 1.15 * span)
-        pl = comparison.prompt_level
-        ci = f"[{pct(pl.ci_low, signed=True)}, {pct(pl.ci_high, signed=True)}]"
-        ax.set_xlabel("instruction accuracy delta, trained - base (points)")
-        ax.set_title(f"IFEval per-type deltas ({comparison.mode}); prompt-level {pct(pl.delta, signed=True)} {ci}\n"
-                     f"* Holm-adjusted McNemar p < {alpha}", fontsize=9)
-        fig.tight_layout()
+        else:
+            _draw_deltas(ax, comparison, groups, deltas, alpha)
+            fig.tight_layout()
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, format="png", dpi=120)
     finally:
         plt.close(fig)
     return path
+
+
+def _draw_deltas(ax: Any, comparison: ModeComparison, groups: Sequence[GroupComparison], deltas: Sequence[float],
+                 alpha: float) -> None:
+    colors = ["#2e7d32" if d > 0 else "#c62828" if d < 0 else "#9e9e9e" for d in deltas]
+    ax.barh(range(len(groups)), deltas, color=colors)
+    ax.set_yticks(range(len(groups)), [f"{g.name} (n={g.n})" for g in groups], fontsize=7)
+    ax.axvline(0, color="black", linewidth=0.8)
+    span = max([abs(d) for d in deltas] + [1.0])
+    for y, (d, g) in enumerate(zip(deltas, groups)):
+        if g.pvalue_holm < alpha:
+            ax.text(d + (0.02 * span if d >= 0 else -0.02 * span), y, "*", va="center",
+                    ha="left" if d >= 0 else "right", fontsize=11, fontweight="bold")
+    ax.set_xlim(-1.15 * span, 1.15 * span)
+    pl = comparison.prompt_level
+    ci = f"[{pct(pl.ci_low, signed=True)}, {pct(pl.ci_high, signed=True)}]"
+    ax.set_xlabel("instruction accuracy delta, trained - base (points)")
+    ax.set_title(f"IFEval per-type deltas ({comparison.mode}); prompt-level {pct(pl.delta, signed=True)} {ci}\n"
+                 f"* Holm-adjusted McNemar p < {alpha}", fontsize=9)
 
 
 def write_comparison(out_dir: str | Path, base: SystemResults, trained: SystemResults, *,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .rows import (BadRow, OnBadRow, PromptRows, bad_row, benchmark_filter, check_found, content_id, conversation,
-                   decode, open_source, opt_str, unique_id)
+                   decode, open_source, source_rows, unique_id)
 from .split import Splits, split_rows
 
 __all__ = ["ADVANCEDIF", "ADVANCEDIF_BENCHMARKS", "ADVANCEDIF_DEFAULT_SPLIT", "MULTI_TURN", "SINGLE_TURN",
@@ -62,15 +62,7 @@ def load_advancedif(
     wanted = benchmark_filter(benchmarks)
     out = PromptRows(source=name)
     seen: dict[str, int] = {}
-    for row_no, raw in enumerate(rows):
-        if limit is not None and len(out) >= limit:
-            break
-        if row_no == 0:
-            out.columns = sorted(map(str, raw)) if isinstance(raw, Mapping) else []
-        benchmark = opt_str(raw.get("benchmark_name"))
-        if wanted is not None and benchmark not in wanted:
-            out.filtered += 1
-            continue
+    for row_no, raw, benchmark in source_rows(rows, out, "benchmark_name", wanted, limit):
         try:
             prompt = conversation(raw.get("conversation_history"), "conversation_history")
             rubric = _advancedif_rubric(raw.get("prompt_metadata"))

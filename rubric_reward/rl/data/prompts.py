@@ -9,7 +9,7 @@ from typing import Any
 
 from ...data import PROMPT_SETS, prompt_set_path
 from .rows import (BadRow, OnBadRow, PromptRows, bad_row, benchmark_filter, check_found, content_id, conversation,
-                   decode, open_source, opt_str)
+                   decode, open_source, opt_str, source_rows)
 
 __all__ = ["load_prompt_rows", "rows_from_dataset", "to_dataset"]
 
@@ -46,15 +46,7 @@ def load_prompt_rows(
     wanted = benchmark_filter(benchmarks)
     out = PromptRows(source=name)
     seen: dict[str, int] = {}
-    for row_no, raw in enumerate(rows):
-        if limit is not None and len(out) >= limit:
-            break
-        if row_no == 0:
-            out.columns = sorted(map(str, raw)) if isinstance(raw, Mapping) else []
-        benchmark = opt_str(raw.get(benchmark_field))
-        if wanted is not None and benchmark not in wanted:
-            out.filtered += 1
-            continue
+    for row_no, raw, benchmark in source_rows(rows, out, benchmark_field, wanted, limit):
         try:
             prompt = conversation(raw.get(prompt_field), prompt_field)
             rubric = _generic_rubric(raw.get(rubric_field), rubric_field, validate)

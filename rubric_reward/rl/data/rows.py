@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +25,7 @@ from typing import Any, Literal
 from ...rows import DataError, DataSource, read_rows
 
 __all__ = ["ROLES", "BadRow", "OnBadRow", "PromptRows", "SkippedRow", "bad_row", "benchmark_filter", "check_found",
-           "content_id", "conversation", "decode", "open_source", "opt_str", "unique_id"]
+           "content_id", "conversation", "decode", "open_source", "opt_str", "source_rows", "unique_id"]
 
 OnBadRow = Literal["error", "skip"]
 ROLES = frozenset({"system", "developer", "user", "assistant"})
@@ -161,6 +161,22 @@ def unique_id(row_id: str, seen: dict[str, int]) -> str:
     """Identical rows get ``-2``, ``-3`` ... in order of appearance."""
     seen[row_id] = seen.get(row_id, 0) + 1
     return row_id if seen[row_id] == 1 else f"{row_id}-{seen[row_id]}"
+
+
+def source_rows(rows: Iterable[Mapping[str, Any]], out: PromptRows, benchmark_field: str,
+                wanted: frozenset[str] | None, limit: int | None) -> Iterator[tuple[int, Mapping[str, Any], str | None]]:
+    """``(row number, row, benchmark)`` for each row a loader should parse: records the first row's columns
+    on ``out``, counts rows of unwanted benchmarks in ``out.filtered``, stops after ``limit`` kept rows."""
+    for row_no, raw in enumerate(rows):
+        if limit is not None and len(out) >= limit:
+            return
+        if row_no == 0:
+            out.columns = sorted(map(str, raw)) if isinstance(raw, Mapping) else []
+        benchmark = opt_str(raw.get(benchmark_field))
+        if wanted is not None and benchmark not in wanted:
+            out.filtered += 1
+            continue
+        yield row_no, raw, benchmark
 
 
 def bad_row(out: PromptRows, name: str, row_no: int, bad: BadRow, on_bad_row: str) -> None:
