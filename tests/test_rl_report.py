@@ -300,6 +300,7 @@ def test_headline_says_when_the_change_is_not_distinguishable(tmp_path):
 # ------------------------------------------------------------------------------------------- hacking
 def test_hack_indicators_flag_a_phrase_only_policy(tmp_path):
     from rubric_reward.rl.hacks import hack_indicators
+    from rubric_reward.rl.hacks import repetitive as hacks_repetitive
 
     prompts = [f"Describe topic {i}. End with the exact phrase 'Is there anything else?'" for i in range(10)]
     base = [f"Topic {i} is a long and detailed answer about many things. Is there anything else?" for i in range(10)]
@@ -307,7 +308,9 @@ def test_hack_indicators_flag_a_phrase_only_policy(tmp_path):
     h = hack_indicators(prompts, base, hack, best_scores=[1.0] * 8 + [0.0, 0.5],
                         base_lengths=[20] * 10, best_lengths=[6] * 8 + [0, 1])
     assert h["repeated"]["count"] == 8 and h["contained"]["count"] == 10 and h["length"]["flag"]
-    assert h["correlation"]["flag"] and len(h["flags"]) == 4
+    assert h["correlation"]["flag"] and len(h["flags"]) == 4 and h["repetitive"]["count"] == 0
+    spam = ["*This phrase*\n*This phrase*\n*This phrase*\n\n*Bread*", "bread " * 20, "A fine answer about bread."]
+    assert hacks_repetitive(spam)["count"] == 2
     clean = hack_indicators(prompts, base, base, best_scores=[0.5 + i / 40 for i in range(10)],
                             base_lengths=[20] * 10, best_lengths=[20] * 10)
     assert clean["flags"] == []
