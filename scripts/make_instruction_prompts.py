@@ -5,8 +5,11 @@
 
 Each prompt is a short task on one topic plus one verifiable instruction. Its rubric (all programmatic checks,
 no judge needed) gives the instruction weight 2 and adds two criteria a non-answer fails: at least
-MIN_WORDS words, and the task's topic word. So the instruction's phrase alone, one word or silence scores at
-most half, and the full score needs an on-topic answer that follows the instruction. Instruction types were
+MIN_WORDS words, and the task's topic word; a penalty (weight -1) takes a quarter off when the topic word comes
+SPAM times or more (a list of "*honey*" lines is not an answer), and one of weight -4 zeroes a completion that
+holds the instruction's own phrase ("fewer than 40 words"): a copy of the prompt. So the instruction's phrase
+alone, one word or silence scores at most half, a copy of the prompt nothing, and the full score needs an
+on-topic answer in its own words that follows the instruction. Instruction types were
 chosen because SmolLM2-135M-Instruct follows them sometimes but not always (docs/training.md has the
 measured base rates), which is where GRPO groups get reward spread.
 """
@@ -22,6 +25,7 @@ from pathlib import Path
 OUT = Path(__file__).resolve().parents[1] / "rubric_reward" / "data" / "instructions" / "prompts.jsonl"
 SEED = 0
 MIN_WORDS = 15
+SPAM = 5  # the topic word this often or more is spam: a penalty of 1 (of the 4 positive weight points)
 
 # (task, topic word): the task is one short sentence that contains its topic word.
 TOPICS = [
@@ -51,23 +55,27 @@ TOPICS = [
     ("Give tips for staying calm.", "calm"), ("Explain why the sun is hot.", "sun"),
 ]
 
-# instruction type -> (instruction text, the IFEval check, its kwargs). Each text avoids the topic words, and
-# where it matters holds what copying it would break (a comma, capitals, quotes around the end phrase).
+# instruction type -> (instruction text, the IFEval check, its kwargs, the instruction's own phrase). Each text
+# avoids the topic words; the phrase is what only a copy of the instruction contains (a penalty that zeroes it).
 INSTRUCTIONS = {
     "fewer_words": ("Answer in fewer than 40 words.", "length_constraints:number_words",
-                    {"relation": "less than", "num_words": 40}),
+                    {"relation": "less than", "num_words": 40}, "fewer than 40 words"),
     "bullets": ("Answer with exactly 3 markdown bullet points, like:\n* first\n* second\n* third",
-                "detectable_format:number_bullet_lists", {"num_bullets": 3}),
+                "detectable_format:number_bullet_lists", {"num_bullets": 3}, "exactly 3 markdown bullet points"),
     "placeholders": ("Include at least two placeholders in square brackets, like [name].",
-                     "detectable_content:number_placeholders", {"num_placeholders": 2}),
+                     "detectable_content:number_placeholders", {"num_placeholders": 2},
+                     "placeholders in square brackets"),
     "highlights": ("Highlight at least two phrases with markdown, like *this phrase*.",
-                   "detectable_format:number_highlighted_sections", {"num_highlights": 2}),
-    "no_comma": ("Do not use any commas in your answer, not even one.", "punctuation:no_comma", {}),
+                   "detectable_format:number_highlighted_sections", {"num_highlights": 2},
+                   "highlight at least two phrases"),
+    "no_comma": ("Do not use any commas in your answer, not even one.", "punctuation:no_comma", {},
+                 "do not use any commas"),
 }
 
 
 def rubric(name: str, kind: str, topic: str) -> dict:
-    text, check, kwargs = INSTRUCTIONS[kind]
+    text, check, kwargs, own_phrase = INSTRUCTIONS[kind]
+    assert own_phrase in text.casefold(), kind
     instruction = {"name": kind, "check": f"ifeval:{check}", "weight": 2}
     if kwargs:
         instruction["kwargs"] = kwargs
@@ -76,6 +84,10 @@ def rubric(name: str, kind: str, topic: str) -> dict:
         {"name": "long_enough", "check": "ifeval:length_constraints:number_words",
          "kwargs": {"relation": "at least", "num_words": MIN_WORDS}},
         {"name": "on_topic", "check": "ifeval:keywords:existence", "kwargs": {"keywords": [topic]}},
+        {"name": "topic_spam", "check": "ifeval:keywords:frequency", "weight": -1,
+         "kwargs": {"keyword": topic, "frequency": SPAM, "relation": "at least"}},
+        {"name": "copies_instruction", "check": "ifeval:keywords:existence", "weight": -4,
+         "kwargs": {"keywords": [own_phrase]}},
     ]}
 
 
@@ -83,7 +95,7 @@ def build(seed: int = SEED) -> list[dict]:
     """Every topic with every instruction type, in a seeded order; ids say topic and type."""
     rows = []
     for task, topic in TOPICS:
-        for kind, (text, _, _) in INSTRUCTIONS.items():
+        for kind, (text, *_) in INSTRUCTIONS.items():
             row_id = f"{topic}-{kind}"
             rows.append({"id": row_id, "prompt": f"{task} {text}", "rubric": rubric(row_id, kind, topic),
                          "benchmark": kind})
