@@ -27,8 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _bench import ROOT  # first: puts this checkout on sys.path
 
 SENTENCES = [
     "I'm sorry your refund has taken this long.", "Refunds post within 5-7 business days after approval.",
