@@ -53,7 +53,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from ..evaluation.report import rebuild_report
+    from ..evaluation import rebuild_report
 
     paths = rebuild_report(args.run_dir)
     print(f"wrote {paths['markdown']}, {paths['html']} and {paths['metrics']}", file=sys.stderr)
@@ -63,7 +63,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     import json
 
-    from ..evaluation.compare import compare_many, compare_runs
+    from ..evaluation import compare_many, compare_runs
 
     if len(args.runs) == 1:
         result = compare_runs(args.runs[0], args.baseline, by=args.by)
