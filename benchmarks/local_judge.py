@@ -45,7 +45,9 @@ def workload(shape: str):
 
     rubric = load_rubric(ROOT / "examples/rubrics/support_reply.yaml")
     if shape == "readme":
-        rows = [json.loads(x) for x in (ROOT / "examples/responses.jsonl").read_text().splitlines()]
+        from rubric_reward.rows import numbered_jsonl_rows
+
+        rows = [row for _, row in numbered_jsonl_rows(ROOT / "examples/responses.jsonl")]
         return rubric, [Item(response=r["response"], prompt=r["prompt"], id=r["id"]) for r in rows]
     d = rubric.to_dict()
     d["criteria"] = [c for c in d["criteria"] if c["name"] not in ("register",)]
