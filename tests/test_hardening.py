@@ -53,6 +53,18 @@ def test_redact_removes_header_values_and_credential_environment_values(monkeypa
     assert "sk-live-abcdefgh1234" not in json.dumps(err.to_dict())
 
 
+def test_redaction_is_idempotent_and_a_mask_cannot_shield_a_key():
+    from rubric_reward.redaction import redact
+
+    text = 'Authorization: Bearer tok-abcdef123456, "api-key": "ak_55443322" Basic xyzzy-123456'
+    once = redact(text)
+    assert redact(redact(redact(once))) == once  # was "Bearer [redacted]]]]": each pass added a "]"
+    assert once.count("[redacted]") == 3 and "]]" not in once
+    # a value that starts with the mask is still a value
+    for shielded in ("Bearer [redacted]sk-abcdefgh", "x-api-key: [redacted]sk-abcdefgh"):
+        assert "sk-abcdefgh" not in redact(shielded)
+
+
 # ---------------------------------------------------------------------------- 8. missing API key
 def test_a_missing_key_variable_is_one_clear_error_before_any_call(monkeypatch):
     monkeypatch.delenv("RR_UNSET_KEY", raising=False)
