@@ -200,3 +200,18 @@ def test_no_60_second_window_at_the_server_holds_more_than_rpm(monkeypatch, rpm,
     busiest = max(bisect.bisect_right(arrivals, a + 60.0) - i for i, a in enumerate(arrivals))
     assert busiest <= rpm
     assert busiest >= 0.97 * rpm  # and not much slower than allowed
+
+
+def test_journal_damage_is_reported_once_however_often_it_is_read(tmp_path, caplog):
+    import logging
+
+    from rubric_reward.journal import Journal
+
+    path = tmp_path / "results.jsonl"
+    path.write_text('{"key": "a"}\n{"key": "b", torn{"key": "c"}\n{"key": "d"')
+    journal = Journal(path)
+    with caplog.at_level(logging.WARNING, logger="rubric_reward.journal"):
+        for _ in range(3):
+            assert list(journal.latest()) == ["a"]
+    assert [r.getMessage().split(": ", 1)[1] for r in caplog.records] == [
+        "ignoring a partial last line (11 bytes) left by an interrupted run", "line 2 is not valid JSON; ignored"]
