@@ -90,7 +90,8 @@ def test_an_internal_failure_keeps_its_traceback_in_the_log(judge_server, monkey
 
 
 def test_a_surrogate_in_an_item_id_is_a_named_error(tmp_path):
-    from rubric_reward.datasets_io import DataError, load_items
+    from rubric_reward.evaluation.dataset import load_items
+    from rubric_reward.rows import DataError
     from rubric_reward.items import Item
 
     with pytest.raises(ValueError, match="field 'id' is not valid text"):

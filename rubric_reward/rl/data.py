@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..datasets_io import DataError, DataSource, read_rows
 from ..files import json_problem
+from ..rows import DataError, DataSource, read_rows
 
 __all__ = [
     "ADVANCEDIF",
