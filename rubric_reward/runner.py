@@ -43,7 +43,7 @@ from typing import Any
 from .cache import SQLiteCache, refreshing
 from .datasets_io import DataError, DataSource, EvalItem, FieldMap, load_items
 from .grader import Grader, GradingConfig
-from .judges.config import JudgeConfig, load_judges
+from .judges.config import JudgeConfig, judge_fields, load_judges
 from .judges.judge import Judge
 from .journal import Journal, write_atomic
 from .prompts import template_hash
@@ -56,12 +56,9 @@ log = logging.getLogger(__name__)
 
 KEY_VERSION = 1
 
-# Judge fields that never change a verdict: left out of the run fingerprint (so raising a rate limit
-# does not re-judge a dataset). Everything else, including fields added later, is in.
-_OPERATIONAL = frozenset({
-    "api_key_env", "max_concurrency", "rpm", "tpm", "timeout_s", "max_retries", "batch_deadline_s",
-    "input_cost_per_token", "output_cost_per_token",
-})
+# Judge fields that never change a verdict (declared on JudgeConfig): left out of the run fingerprint,
+# so raising a rate limit or a breaker cooldown does not re-judge a dataset.
+_OPERATIONAL = judge_fields("nothing")
 _SECRET_NAME = re.compile(r"(^|[_-])(api_?key|key|token|secret|password|authorization|auth|bearer)$", re.I)
 
 
