@@ -216,8 +216,13 @@ def judge_fields(affects: str) -> frozenset[str]:
     return frozenset(f.name for f in fields(JudgeConfig) if f.metadata.get("affects") == affects)
 
 
-def load_judges(source: str | Path | Mapping | list) -> list[JudgeConfig]:
-    """Judge configs from YAML (a mapping with ``judges:``, a single judge mapping, or a list)."""
+def load_judges(source: str | Path | Mapping | list | JudgeConfig, *, base_url: str | None = None) -> list[JudgeConfig]:
+    """Judge configs from YAML (a mapping with ``judges:``, a single judge mapping, or a list), a model
+    string, a mapping, a JudgeConfig, or a list of those (an ensemble).
+
+    ``base_url`` applies to the model strings and judge mappings given here that name none (the one
+    rule on every path); a judges file is self-contained, and a JudgeConfig is taken as it is.
+    """
     obj: Any = source
     where = "judge config"
     if isinstance(source, str | Path) and Path(source).suffix in (".yaml", ".yml", ".json"):
@@ -225,10 +230,13 @@ def load_judges(source: str | Path | Mapping | list) -> list[JudgeConfig]:
 
         where = str(source)
         obj = read_structured(source, "judge config file")
+        base_url = None
     if isinstance(obj, Mapping) and "judges" in obj:
         obj = obj["judges"]
-    if isinstance(obj, str | Mapping):
+    if isinstance(obj, str | Mapping | JudgeConfig):
         obj = [obj]
+    if isinstance(obj, tuple):
+        obj = list(obj)
     if not isinstance(obj, list) or not obj:
         raise ValueError(f"{where}: expected a judge, a list of judges, or a mapping with 'judges'")
     out = []
@@ -236,8 +244,15 @@ def load_judges(source: str | Path | Mapping | list) -> list[JudgeConfig]:
         if isinstance(j, JudgeConfig):
             out.append(j)
             continue
+        if isinstance(j, str | Path) and Path(j).suffix in (".yaml", ".yml", ".json"):
+            out.extend(load_judges(j))
+            continue
         if not isinstance(j, str | Mapping):
             raise ValueError(f"{where}: judges[{i}]: expected a mapping or a model string, got {type(j).__name__}")
+        if base_url is not None:
+            j = {"model": j} if isinstance(j, str) else j
+            if j.get("base_url") is None:
+                j = {**j, "base_url": base_url}
         try:
             out.append(JudgeConfig.from_dict(j))
         except (TypeError, ValueError) as exc:
