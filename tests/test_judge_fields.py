@@ -7,12 +7,14 @@ import dataclasses
 
 import pytest
 
-from rubric_reward.cache import cache_key
+from rubric_reward.evaluation.config import EvalConfig
+from rubric_reward.evaluation.runner import run_fingerprint
 from rubric_reward.judges import ChatRequest, Judge, JudgeConfig
 from rubric_reward.judges.config import judge_fields
 from rubric_reward.judges.retry import RetryPolicy
 from rubric_reward.results import ErrorKind
-from rubric_reward.runner import EvalConfig, judge_fingerprint, run_fingerprint
+from rubric_reward.judges.cache import cache_key
+from rubric_reward.judges.fingerprint import judge_fingerprint
 from rubric_reward.testing.judge_server import Fault, FaultPlan
 
 try:  # tests/ may or may not be a package

@@ -55,7 +55,7 @@ class RewardEngine:
         self.rubrics = RubricResolver(config.rubric, rubric_dir=config.rubric_dir, rubrics=config.rubrics)
         self.cache = None
         if config.cache:
-            from ..cache import SQLiteCache
+            from ..judges.cache import SQLiteCache
 
             self.cache = SQLiteCache(config.cache)
         judges = as_judges(config.judge, base_url=config.base_url, cache=self.cache) if config.judge is not None else []

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .judges.base import ChatReply, ChatRequest, TokenLogprob
-from .judges.config import judge_fields
-from .results import Usage
+from ..results import Usage
+from .base import ChatReply, ChatRequest, TokenLogprob
+from .config import judge_fields
 
 __all__ = ["CacheEntry", "SQLiteCache", "cache_key", "key_material", "refreshing"]
 
