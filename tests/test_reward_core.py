@@ -173,10 +173,10 @@ def test_no_unclosed_session_warning_at_exit():
         "server = JudgeServer(ScriptedJudge()).start()\n"
         "rubric = {'criteria': ['Fine?']}\n"
         "reward = RubricReward(judge='judge', base_url=server.base_url, rubric=rubric)\n"
-        "print(reward(prompts=['p'], completions=['Fine.']))\n"
+        "print(reward(prompts=['p'], completions=['All good here.']))\n"
         "path = os.path.join(tempfile.mkdtemp(), 'reward.yaml')\n"
         "open(path, 'w').write(yaml.safe_dump({'judge': 'judge', 'base_url': server.base_url, 'rubric': rubric}))\n"
-        "print(compute_score('x', 'Fine.', None, None, config=path)['score'])\n"
+        "print(compute_score('x', 'All good here.', None, None, config=path)['score'])\n"
         "# neither is closed: TRL never closes reward functions, verl never closes its backend\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=80)
