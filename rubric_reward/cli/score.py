@@ -93,8 +93,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
         TextColumn("${task.fields[cost]:.4f}"), console=console, disable=args.quiet,
     ) as progress:
         # the bar counts judge calls (items when nothing is judged), so it moves within an item too
-        per_item = sum(j.config.samples * -(-len(rubric.judged) // j.config.criteria_per_call(len(rubric.judged)))
-                       for j in scorer.grader.judges) if rubric.judged else 0
+        per_item = scorer.calls_per_item(rubric)
         task = progress.add_task("score", total=len(items) * (per_item or 1), cost=0.0)
         spent = [0.0]
 
