@@ -100,3 +100,12 @@ def test_a_surrogate_in_an_item_id_is_a_named_error(tmp_path):
     data.write_text('{"id": "ok", "response": "x"}\n{"id": "a\\ud800", "response": "x"}\n')
     with pytest.raises(DataError, match=r"in\.jsonl.*field 'id' is not valid text"):
         load_items(data, rubric=RUBRIC)
+
+
+@pytest.mark.timeout(60)
+def test_the_service_names_a_surrogate_item_id(judge_server):
+    server = judge_server()
+    cfg = ServeConfig.from_dict({"judge": {"model": "judge", "base_url": server.base_url}, "rubric": RUBRIC})
+    with ServiceThread(cfg) as svc:
+        status, out = _post(svc.url + "/score", None, raw=b'{"items": [{"id": "a\\ud800", "response": "x"}]}')
+    assert status == 422 and out["error"]["field"] == "items[0].id", out
