@@ -12,7 +12,6 @@ import contextvars
 import logging
 import math
 import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -94,8 +93,8 @@ class Grader:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug must not stop a training run; it is reported on the result
-            log.exception("grading failed")
-            err = JudgeError(ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+            log.exception("grading failed")  # the details stay in the log, never in a result
+            err = JudgeError(ErrorKind.INTERNAL, f"internal error ({type(exc).__name__}); details in the log")
             verdicts = tuple(Verdict(c.name, None, None, error=err) for c in rubric.criteria)
             return ScoreResult(None, verdicts, error=str(err), metadata=_meta(item))
 
@@ -277,12 +276,14 @@ class Grader:
                 limiters.add(id(limiter))
                 slots += limiter.slots.capacity
         sample = pairs[: min(len(pairs), 32)]
-        calls = 0
-        for rubric, _ in sample:
-            n = len(rubric.judged)
-            calls += sum(j.config.samples * -(-n // j.config.criteria_per_call(n)) for j in self.judges if n)
+        calls = sum(self.calls_per_item(rubric) for rubric, _ in sample)
         per_item = max(1.0, calls / max(1, len(sample)))
         return max(2, math.ceil(2 * slots / per_item))
+
+    def calls_per_item(self, rubric: Rubric) -> int:
+        """Judge calls one item of ``rubric`` takes (every judge, sample and criterion batch)."""
+        n = len(rubric.judged)
+        return sum(j.config.samples * -(-n // j.config.criteria_per_call(n)) for j in self.judges) if n else 0
 
     async def aclose(self) -> None:
         for judge in self.judges:

@@ -185,7 +185,9 @@ class Transport:
         except TimeoutError:
             return ChatReply(None, JudgeError(ErrorKind.TIMEOUT, f"no answer within {timeout:.3g}s"))
         except Exception as exc:  # Backend.complete must not raise; if one does, it is reported, not raised
-            msg = redact(f"backend {type(self.backend).__name__} raised {type(exc).__name__}: {exc}", self._secret)
+            backend = type(self.backend).__name__
+            log.error("backend %s raised %s", backend, redact(f"{type(exc).__name__}: {exc}", self._secret))
+            msg = f"backend {backend} raised {type(exc).__name__}; details in the log"
             return ChatReply(None, JudgeError(ErrorKind.INTERNAL, msg))
 
     async def _send(self, request: ChatRequest) -> ChatReply:
@@ -244,7 +246,7 @@ class Transport:
             last = reply
             if deadline is not None and timeout < cfg.timeout_s and err.kind is ErrorKind.TIMEOUT:
                 return cut_off()  # the deadline, not the per-attempt timeout, cut this attempt
-            if retries >= cfg.max_retries:
+            if retries >= self.policy.max_retries:
                 return final(reply)
             retries += 1
             delay = self.policy.delay(retries, reply.retry_after_s)
