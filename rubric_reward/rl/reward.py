@@ -426,7 +426,8 @@ def rubric_rewards(prompts: Sequence[Any] | None, completions: Sequence[Any], ru
                 if len(_SHARED) >= 8:
                     _SHARED.pop(next(iter(_SHARED))).close()
                 reward = _SHARED[key] = RubricReward(cfg)
-    columns = {} if rubrics is None else {reward.config.rubric_column: list(rubrics)}
+    column = reward.config.rubric_column or "rubric"
+    columns = {} if rubrics is None else {column: list(rubrics)}
     return reward(prompts, completions, **columns)
 
 
