@@ -193,3 +193,25 @@ def test_a_rows_rubric_wins_over_the_default_unless_the_column_is_off(judge_serv
         assert reward(prompts=["p", "p"], completions=["Here you go: 42."] * 2, rubric=[own, None]) == [0.0, 1.0]
     with RubricReward(judge="judge", base_url=server.base_url, rubric=RUBRIC, rubric_column=None) as fixed:
         assert fixed(prompts=["p"], completions=["Here you go: 42."], rubric=[own]) == [1.0]
+
+
+@pytest.mark.timeout(60)
+def test_one_batch_parses_each_reply_once_and_normalises_each_prompt_once(judge_server, tmp_path, monkeypatch):
+    import rubric_reward.grader as grader
+    import rubric_reward.items as items
+
+    server = judge_server(default="MET")
+    parses, normalised = [], []
+    parse_reply, as_messages = grader.parse_reply, items.as_messages
+    monkeypatch.setattr(grader, "parse_reply", lambda *a, **k: parses.append(1) or parse_reply(*a, **k))
+    monkeypatch.setattr(items, "as_messages", lambda *a, **k: normalised.append(1) or as_messages(*a, **k))
+    # a fresh list per generation, as TRL's data loader gives them
+    prompts = [[{"role": "user", "content": f"Question {p}?"}] for p in range(2) for _ in range(4)]
+    completions = [f"Answer {i}: 42." for i in range(8)]
+    with RubricReward(judge="judge", base_url=server.base_url, rubric=RUBRIC, cache=str(tmp_path / "c.sqlite")) as r:
+        import rubric_reward.rewards.engine as engine
+
+        monkeypatch.setattr(engine, "as_messages", items.as_messages)
+        assert r(prompts=prompts, completions=completions) == [1.0] * 8
+    assert server.requests == 8 and len(parses) == 8  # vetted for the cache and read for the verdict at once
+    assert len(normalised) == 2  # one per distinct prompt

@@ -30,7 +30,7 @@ from typing import Any
 from .._loop import SyncFacade
 from ..rewards.config import RewardConfig
 from ..rewards.records import RewardRecord, failed_criteria
-from ..rewards.samples import SampleError, aligned, as_list
+from ..rewards.samples import SampleError, aligned, as_list, prompt_identity
 from .metrics import RunningTotals, batch_metrics
 
 __all__ = ["AsyncRubricReward", "RewardRecord", "RubricReward", "UnscorableBatchesError", "rubric_rewards"]
@@ -63,9 +63,20 @@ class _Batch:
     @property
     def prompt_keys(self) -> list[str]:
         if self._keys is None:
-            memo: dict[int, str] = {}
-            self._keys = [p if isinstance(p, str) else memo.get(id(p)) or memo.setdefault(id(p), _prompt_key(p))
-                          for p in self.prompts]
+            memo: dict[Any, str] = {}
+            keys = []
+            for p in self.prompts:
+                if p is None or isinstance(p, str):
+                    keys.append(p or "")
+                    continue
+                ident = prompt_identity(p)
+                key = memo.get(ident) if ident is not None else None
+                if key is None:
+                    key = _prompt_key(p)
+                    if ident is not None:
+                        memo[ident] = key
+                keys.append(key)
+            self._keys = keys
         return self._keys
 
 
