@@ -30,7 +30,7 @@ from typing import Any
 from .._loop import SyncFacade
 from ..rewards.config import RewardConfig
 from ..rewards.records import RewardRecord, failed_criteria
-from ..rewards.samples import SampleError, aligned, as_list, prompt_identity
+from ..rewards.samples import BatchShapeError, SampleError, aligned, as_list, prompt_identity
 from .metrics import RunningTotals, batch_metrics
 
 __all__ = ["AsyncRubricReward", "RewardRecord", "RubricReward", "UnscorableBatchesError", "rubric_rewards"]
@@ -225,11 +225,9 @@ class RubricReward(SyncFacade):
         batch = _Batch(prompts)
         try:
             await self._score(batch, completions, ids, columns)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, BatchShapeError):
             raise
         except Exception as exc:  # a bug here must not stop training
-            if isinstance(exc, ValueError) and str(exc).startswith("rubric reward:"):  # a shape, not a bug
-                raise
             cause = f"{type(exc).__name__}: {exc}"
             log.error("rubric reward: scoring the batch failed, %d completion(s) unscored: %s", n, cause,
                       exc_info=log.isEnabledFor(logging.DEBUG))
