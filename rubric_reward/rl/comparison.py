@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.formatting import interval_dict as _interval
+from ..evaluation import interval_dict as _interval
 
 __all__ = ["PERFECT", "compare_paired", "load_selection_scores", "score_value", "selection_table",
            "tie_identical"]

@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.formatting import ci_text, fmt, jsonable
-from ..evaluation.formatting import pvalue as _p
+from ..evaluation import ci_text, fmt, jsonable
+from ..evaluation import pvalue as _p
 from .comparison import compare_paired, load_selection_scores, record_length, selection_table
 from .hacks import hack_indicators
 from .plots import plot_monitor, plot_score_distributions
