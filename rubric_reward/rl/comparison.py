@@ -115,8 +115,7 @@ def compare_paired(base: Sequence[Any], best: Sequence[Any], *, metric: str = "s
                 "unscored": len(values) - len(kept),
                 "mean_length": None if lengths is None else _mean([None if x is None else float(x) for x in lengths])}
 
-    diffs = [d for d in exact_differences([math.nan if v is None else v for v in b],
-                                          [math.nan if v is None else v for v in a]).tolist() if not math.isnan(d)]
+    diffs = [d for d in exact_differences(b, a).tolist() if not math.isnan(d)]
     out: dict[str, Any] = {"n": len(a), "pairs": len(diffs), "base": system(base, a, base_lengths),
                            "best": system(best, b, best_lengths), "difference": None, "wilcoxon": None,
                            "improved": sum(1 for d in diffs if d > 0), "worse": sum(1 for d in diffs if d < 0),
@@ -168,7 +167,7 @@ def _paired_pvalue(base: Mapping[str, tuple[float | None, str | None]],
     a = [base[k][0] for k in common]
     b, _ = tie_identical(a, [mine[k][0] for k in common], [base[k][1] or "" for k in common],
                          [mine[k][1] or "" for k in common])
-    test = wilcoxon_signed_rank([math.nan if v is None else v for v in b], [math.nan if v is None else v for v in a])
+    test = wilcoxon_signed_rank(b, a)
     return None if test is None else test.pvalue
 
 
