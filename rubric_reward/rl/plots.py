@@ -71,7 +71,7 @@ def plot_monitor(path: str | Path, records: Sequence[Mapping[str, Any]], *, titl
         top.text(0.5, 0.5, "no scored step yet", ha="center", va="center", transform=top.transAxes)
     _score_axis(top, drawn, metric)
     missing = [int(r["step"]) for r in recs if r.get("mean") is None]
-    top.set_title(title or f"checkpoint monitor ({len(recs)} steps"
+    top.set_title(title or f"checkpoint monitor ({len(recs)} monitored steps"
                   + (f"; no score at step {', '.join(map(str, missing))})" if missing else ")"))
     lengths = [(int(r["step"]), record_length(r)) for r in recs if record_length(r) is not None]
     if lengths:
