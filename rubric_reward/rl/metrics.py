@@ -131,8 +131,9 @@ def batch_metrics(
         m[f"pass/{_UNSAFE.sub('_', name)}"] = sum(oks) / len(oks)
 
     # calls, cost and latency: duplicates within a batch come back with their calls marked cached and free
+    # a group call is on each of its results with its share (1/n): shares, tokens and costs add up to it
     seen: set[int] = set()
-    calls = hits = tokens = 0
+    calls = hits = tokens = 0.0
     cost = 0.0
     latencies: list[float] = []
     for r in records:
@@ -141,15 +142,15 @@ def batch_metrics(
         seen.add(id(r.result))
         for call in r.result.calls:
             if call.cached:
-                hits += 1
+                hits += call.share
             else:
-                calls += 1
+                calls += call.share
                 latencies.append(call.latency_s)
-            tokens += call.usage.total_tokens
+            tokens += call.usage.total_tokens * call.share
             cost += call.cost if not call.cached else 0.0
     totals.steps += 1
     totals.cost += cost
-    totals.judge_calls += calls
+    totals.judge_calls += round(calls)
     totals.completions += n
     m["judge_calls"] = float(calls)
     m["cache_hits"] = float(hits)
