@@ -24,28 +24,13 @@ import argparse
 import math
 import os
 import statistics
-import sys
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _bench import filler, rubric_spec, timed  # first: puts this checkout on sys.path
 
 from rubric_reward import Scorer  # noqa: E402
 from rubric_reward.rl import RubricReward  # noqa: E402
 from rubric_reward.testing.judge_server import JudgeServer, ScriptedJudge  # noqa: E402
 from rubric_reward.testing.judge_server import spawn as spawn_judge  # noqa: E402
-
-WORDS = ("the quick brown fox jumps over a lazy dog while careful graders read every claim and check "
-         "each cited source against the stated requirement before any verdict is written down").split()
-
-
-def make_rubric(n: int) -> dict:
-    return {"name": "bench", "criteria": [
-        {"name": f"criterion_{i}", "requirement": f"The response addresses aspect {i} of the task completely."}
-        for i in range(n)
-    ]}
-
 
 def make_batch(prompts: int, generations: int, words: int, duplicate_half: bool = False) -> tuple[list, list]:
     ps, cs = [], []
@@ -53,16 +38,10 @@ def make_batch(prompts: int, generations: int, words: int, duplicate_half: bool 
         prompt = f"Question {p}: explain how rubric-based rewards work, with an example."
         for g in range(generations):
             k = g % max(1, generations // 2) if duplicate_half else g
-            body = " ".join(WORDS[(p * 7 + k + j) % len(WORDS)] for j in range(words))
+            body = filler(p * 7 + k, words)
             ps.append(prompt)
             cs.append(f"[{p}.{k}] {body}")
     return ps, cs
-
-
-def timed(fn) -> tuple[float, float, object]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    out = fn()
-    return time.perf_counter() - wall, time.process_time() - cpu, out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=7)
     args = ap.parse_args(argv)
 
-    rubric = make_rubric(args.criteria)
+    rubric = rubric_spec(args.criteria)
     prompts, completions = make_batch(args.prompts, args.generations, args.words)
     n_calls = len(completions) * args.criteria
     ideal = math.ceil(n_calls / args.concurrency) * args.latency_ms / 1000

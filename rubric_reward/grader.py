@@ -12,7 +12,6 @@ import contextvars
 import logging
 import math
 import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -103,8 +102,8 @@ class Grader:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug must not stop a training run; it is reported on the result
-            log.exception("grading failed")
-            err = JudgeError(ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+            log.exception("grading failed")  # the details stay in the log, never in a result
+            err = JudgeError(ErrorKind.INTERNAL, f"internal error ({type(exc).__name__}); details in the log")
             verdicts = tuple(Verdict(c.name, None, None, error=err) for c in rubric.criteria)
             graded = [ScoreResult(None, verdicts, error=str(err), metadata=_meta(items[i])) for i in todo]
         for i, result in zip(todo, graded, strict=True):

@@ -185,7 +185,9 @@ class Transport:
         except TimeoutError:
             return ChatReply(None, JudgeError(ErrorKind.TIMEOUT, f"no answer within {timeout:.3g}s"))
         except Exception as exc:  # Backend.complete must not raise; if one does, it is reported, not raised
-            msg = redact(f"backend {type(self.backend).__name__} raised {type(exc).__name__}: {exc}", self._secret)
+            backend = type(self.backend).__name__
+            log.error("backend %s raised %s", backend, redact(f"{type(exc).__name__}: {exc}", self._secret))
+            msg = f"backend {backend} raised {type(exc).__name__}; details in the log"
             return ChatReply(None, JudgeError(ErrorKind.INTERNAL, msg))
 
     async def _send(self, request: ChatRequest) -> ChatReply:
