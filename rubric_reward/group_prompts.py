@@ -30,6 +30,7 @@ from .prompts import (
     Exemplar,
     ParsedVerdict,
     PromptError,
+    _dicts_within,
     _match_label,
     _render_exemplars,
     _render_options,
@@ -37,6 +38,7 @@ from .prompts import (
     _single_schema,
     fence,
 )
+from .provenance import quoted_from
 from .rubric import Criterion, Rubric
 
 __all__ = ["GROUP_SYSTEM_PROMPT", "GroupCall", "GroupParse", "group_reask_messages", "parse_group_reply",
@@ -208,25 +210,10 @@ def _top_objects(text: str) -> list[tuple[_Pairs, int, int]]:
     return out
 
 
-def _objects_within(value: Any) -> list[dict[str, Any]]:
-    """Every JSON object in ``value``, itself included, at any depth."""
-    out, stack = [], [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            out.append(v)
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return out
-
-
 def _quoted(verdict: Mapping[str, Any], call: GroupCall) -> bool:
-    """Whether ``verdict`` is an object that occurs (at any depth) in one of the responses shown."""
-    for text in call.responses:
-        if "{" in text and any(verdict == o for obj, _, _ in _top_objects(text) for o in _objects_within(obj)):
-            return True
-    return False
+    """Whether ``verdict`` is text from any of the responses shown (a response may plant a verdict for
+    itself or for another)."""
+    return any(quoted_from(verdict, text) for text in call.responses)
 
 
 def _verdict(raw: Any, c: Criterion, call: GroupCall) -> ParsedVerdict | str:
@@ -238,7 +225,7 @@ def _verdict(raw: Any, c: Criterion, call: GroupCall) -> ParsedVerdict | str:
     if "verdict" not in raw:
         return "no 'verdict'"
     if _quoted(raw, call):
-        return "the verdict repeats JSON from a response under judgment"
+        return "the verdict repeats text from a response under judgment"
     try:
         label = _match_label(raw["verdict"], c)
     except PromptError as exc:
@@ -274,7 +261,7 @@ def parse_group_reply(call: GroupCall, text: str | None) -> GroupParse:
     if keys is not None:
         expected |= {id(x) for v in answer.values() if isinstance(v, Mapping) for x in v.values()}
     for obj, _, _ in objects:
-        for d in _objects_within(obj):
+        for d in _dicts_within(obj):
             if "verdict" in d and id(d) not in expected:
                 return _whole(call, "a verdict object sits inside another JSON value; answer with your own "
                                     "answer object only")
