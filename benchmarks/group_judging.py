@@ -115,8 +115,16 @@ def walls(args, rubric, prompts, completions) -> dict:
             for name, mode in modes(args.k).items():
                 judge = {"model": "judge", "base_url": url, "max_concurrency": args.concurrency,
                          "limit_scope": "process", **mode}
-                reward_call(judge, rubric, prompts[:8], completions[:8])  # open the pool
-                times = [reward_call(judge, rubric, prompts, completions)[1] for _ in range(args.repeats)]
+                reward = RubricReward(judge=judge, rubric=rubric)
+                try:
+                    reward(prompts=prompts[:8], completions=[[{"role": "assistant", "content": "warm-up"}]] * 8)
+                    times = []
+                    for _ in range(args.repeats):
+                        start = time.perf_counter()
+                        reward(prompts=prompts, completions=completions)
+                        times.append(time.perf_counter() - start)
+                finally:
+                    reward.close()
                 out[(name, latency)] = statistics.median(times)
         finally:
             proc.terminate()
