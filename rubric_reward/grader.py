@@ -14,6 +14,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from .ensemble import BINARY_METHODS, ORDINAL_METHODS, aggregate_votes
@@ -175,14 +176,16 @@ class Grader:
         request = ChatRequest(call.messages, schema=call.schema, logprobs=cfg.logprobs,
                               top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample)
         start = time.perf_counter()
-        kw = {"accept": _parses(call)} if getattr(judge, "caches", False) else {}
+        vetted = _Vetted(call) if getattr(judge, "caches", False) else None
+        kw = {"accept": vetted} if vetted is not None else {}
+        parse = vetted.parse if vetted is not None else partial(parse_reply, call)
         reply = await judge.complete(request, **kw)
         usage, cost, attempts, cached = reply.usage, reply.cost, reply.attempts, reply.cached
         error: JudgeError | None = reply.error
         parsed = None
         if error is None:
             try:
-                parsed = parse_reply(call, reply.text)
+                parsed = parse(reply.text)
             except PromptError as exc:
                 error = JudgeError(ErrorKind.PARSE, str(exc))
                 if self.config.reask:
@@ -195,7 +198,7 @@ class Grader:
                         error = retry.error
                     else:
                         try:
-                            parsed, error, reply = parse_reply(call, retry.text), None, retry
+                            parsed, error, reply = parse(retry.text), None, retry
                         except PromptError as exc2:
                             error = JudgeError(ErrorKind.PARSE, f"{exc2} (after one re-ask)")
         record = CallRecord(
@@ -242,7 +245,8 @@ class Grader:
 
         # Identical (rubric, item) pairs anywhere in the batch are graded once; the copies get the
         # result with their own metadata and calls marked free (cached, cost 0), as in-flight dedupe does.
-        first = _first_copies(pairs)
+        keys = _pair_keys(pairs)
+        first = _first_copies(pairs, keys)
         unique = [i for i, f in enumerate(first) if f == i]
         copies: dict[int, list[int]] = {}
         for i, f in enumerate(first):
@@ -251,7 +255,7 @@ class Grader:
 
         # Scheduling units: one item each, or, with a group judge, one group each (graded together).
         grouped = any(getattr(j.config, "group_mode", False) for j in self.judges)
-        units = group_units(pairs, unique) if grouped else [[i] for i in unique]
+        units = group_units(pairs, keys, unique) if grouped else [[i] for i in unique]
         # Admission window, in units: only enough to keep every judge slot busy (twice over) are
         # rendered and queued at a time, so a large batch's first answers are not stuck behind the rest.
         window = self._item_window([pairs[i] for i in unique])
@@ -328,18 +332,27 @@ class Grader:
             await judge.aclose()
 
 
-def _first_copies(pairs: Sequence[tuple[Rubric, Item]]) -> list[int]:
-    """For each pair, the index of the first identical pair (same rubric content, prompt and response)."""
+def _pair_keys(pairs: Sequence[tuple[Rubric, Item]]) -> list[tuple[str, Any]]:
+    """For each pair, its (rubric content, prompt) key: what identical pairs and one group share."""
     fingerprints: dict[int, str] = {}
-    seen: dict[tuple, int] = {}
+    prompts: dict[int, str] = {}  # a conversation is serialised once per object (a prompt's generations share it)
     out = []
-    for i, (rubric, item) in enumerate(pairs):
+    for rubric, item in pairs:
         fp = fingerprints.get(id(rubric))
         if fp is None:
             fp = fingerprints[id(rubric)] = rubric.fingerprint()
-        prompt = item.prompt if item.prompt is None or isinstance(item.prompt, str) else repr(item.prompt)
-        out.append(seen.setdefault((fp, prompt, item.response), i))
+        prompt = item.prompt
+        if prompt is not None and not isinstance(prompt, str):
+            key = prompts.get(id(prompt))
+            prompt = key if key is not None else prompts.setdefault(id(prompt), repr(prompt))
+        out.append((fp, prompt))
     return out
+
+
+def _first_copies(pairs: Sequence[tuple[Rubric, Item]], keys: Sequence[tuple[str, Any]]) -> list[int]:
+    """For each pair, the index of the first identical pair (same rubric content, prompt and response)."""
+    seen: dict[tuple, int] = {}
+    return [seen.setdefault((*key, item.response), i) for i, (key, (_, item)) in enumerate(zip(keys, pairs, strict=True))]
 
 
 def _copy_of(result: ScoreResult, item: Item) -> ScoreResult:
@@ -348,17 +361,26 @@ def _copy_of(result: ScoreResult, item: Item) -> ScoreResult:
     return replace(result, calls=calls, metadata=_meta(item))
 
 
-def _parses(call: JudgeCall) -> Callable[[ChatReply], bool]:
-    """Whether a reply parses for ``call`` (only such replies go into a reply cache)."""
+class _Vetted:
+    """A reply cache's ``accept`` for one call: a reply is stored only if it parses, and the parse is
+    kept, so the grader reads the same reply once (not once to vet it and again for its verdicts)."""
 
-    def accept(reply: ChatReply) -> bool:
+    __slots__ = ("call", "text", "parsed")
+
+    def __init__(self, call: JudgeCall):
+        self.call, self.text, self.parsed = call, None, None
+
+    def __call__(self, reply: ChatReply) -> bool:
         try:
-            parse_reply(call, reply.text)
+            self.parsed, self.text = parse_reply(self.call, reply.text), reply.text
         except PromptError:
             return False
         return True
 
-    return accept
+    def parse(self, text: str | None) -> Any:
+        if self.parsed is not None and text is self.text:
+            return self.parsed
+        return parse_reply(self.call, text)
 
 
 def _check_verdict(criterion: Criterion, item: Item) -> Verdict:

@@ -47,24 +47,17 @@ __all__ = ["group_units", "judge_group", "layout"]
 Votes = list[tuple[list[Verdict], list[CallRecord]]]  # per item: its votes and its shares of the calls
 
 
-def group_units(pairs: Sequence[tuple[Rubric, Item]], indices: Sequence[int]) -> list[list[int]]:
-    """``indices`` of ``pairs`` gathered into groups (same rubric content, prompt and group label), in the
-    order each group is first seen; an item with neither prompt nor group label is a group of its own."""
-    fingerprints: dict[int, str] = {}
-    prompts: dict[int, str] = {}
+def group_units(pairs: Sequence[tuple[Rubric, Item]], keys: Sequence[tuple[str, Any]],
+                indices: Sequence[int]) -> list[list[int]]:
+    """``indices`` of ``pairs`` gathered into groups (same (rubric content, prompt) ``keys`` and group label),
+    in the order each group is first seen; an item with neither prompt nor group label is a group of its own."""
     units: dict[tuple, list[int]] = {}
     for i in indices:
-        rubric, item = pairs[i]
+        item = pairs[i][1]
         if item.prompt is None and item.group is None:
             units[("alone", i)] = [i]
-            continue
-        fp = fingerprints.get(id(rubric))
-        if fp is None:
-            fp = fingerprints[id(rubric)] = rubric.fingerprint()
-        prompt = item.prompt
-        if prompt is not None and not isinstance(prompt, str):
-            prompt = prompts.get(id(item.prompt)) or prompts.setdefault(id(item.prompt), repr(item.prompt))
-        units.setdefault((fp, prompt, item.group), []).append(i)
+        else:
+            units.setdefault((*keys[i], item.group), []).append(i)
     return list(units.values())
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from rubric_reward import ErrorKind, JudgeConfig, Rubric, Scorer
 from rubric_reward.group_prompts import parse_group_reply, render_group_call, requested_responses
+from rubric_reward.grader import _pair_keys
 from rubric_reward.group_grading import group_units, layout
 from rubric_reward.items import Item
 from rubric_reward.testing.judge_server import Fault, FaultPlan
@@ -162,7 +163,8 @@ def test_group_membership():
     pairs = [(RUBRIC, Item("a", "P")), (RUBRIC, Item("b", "P")), (r2, Item("c", "P")), (RUBRIC, Item("d", "Q")),
              (RUBRIC, Item("e", "P", group="u1")), (RUBRIC, Item("f")), (RUBRIC, Item("g")),
              (RUBRIC, Item("h", group="u2")), (RUBRIC, Item("i", group="u2")), (RUBRIC, Item("j", "P"))]
-    assert group_units(pairs, range(len(pairs))) == [[0, 1, 9], [2], [3], [4], [5], [6], [7, 8]]
+    keys = _pair_keys(pairs)
+    assert group_units(pairs, keys, range(len(pairs))) == [[0, 1, 9], [2], [3], [4], [5], [6], [7, 8]]
 
 
 # ---------------------------------------------------------------------------------------------- grading

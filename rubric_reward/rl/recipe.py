@@ -189,8 +189,8 @@ def reward_config(recipe: RecipeArguments, *, judge: Any = None, base_url: str |
     if base_url is not None:
         overrides["base_url"] = base_url
         overrides["judge"] = _with_base_url(overrides.get("judge", base.judge), base_url)
-    if recipe.rubric is not None:
-        overrides["rubric"] = recipe.rubric
+    if recipe.rubric is not None:  # one fixed rubric for every prompt, whatever the dataset's rubric column holds
+        overrides["rubric"], overrides["rubric_column"] = recipe.rubric, None
     return base.replace(**overrides) if overrides else base
 
 
