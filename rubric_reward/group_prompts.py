@@ -31,6 +31,7 @@ from .prompts import (
     ParsedVerdict,
     PromptError,
     _dicts_within,
+    _json_objects,
     _match_label,
     _render_exemplars,
     _render_options,
@@ -196,18 +197,8 @@ _DECODER = json.JSONDecoder(object_pairs_hook=_pairs)
 
 
 def _top_objects(text: str) -> list[tuple[_Pairs, int, int]]:
-    """Top-level JSON objects in ``text`` with their spans (prose and fences around them tolerated)."""
-    out, i = [], text.find("{")
-    while i >= 0:
-        try:
-            obj, end = _DECODER.raw_decode(text, i)
-        except (json.JSONDecodeError, RecursionError):
-            i = text.find("{", i + 1)
-            continue
-        if isinstance(obj, dict):
-            out.append((obj, i, end))
-        i = text.find("{", end)
-    return out
+    """Top-level JSON objects in ``text`` with their spans, duplicate keys remembered, not refused."""
+    return _json_objects(text, _DECODER)  # type: ignore[return-value]
 
 
 def _quoted(verdict: Mapping[str, Any], call: GroupCall) -> bool:
