@@ -87,3 +87,16 @@ def test_indicators():
     assert copied_share(["What is the capital of France?"] * 3, ["France", "Paris", ""]) == pytest.approx(2 / 3)
     assert length_correlation([0.1, 0.5, 0.9, None], [10, 20, 30, 99]) == pytest.approx(1.0)
     assert length_correlation([1.0, 1.0, 1.0], [1, 2, 3]) is None
+
+
+def test_summary_and_plot_show_the_watch(tmp_path):
+    pytest.importorskip("matplotlib")
+    from rubric_reward.rl.report import plot_monitor, write_summary
+
+    records = [dict(rec(0, 0.40, 0.40, watch=[]), n=4, ci_low=0.3, ci_high=0.5, perfect=0, unscored=0),
+               dict(rec(10, 0.40, 0.60, watch=["divergence: the training judge's score rose +0.200"]), n=4,
+                    ci_low=0.3, ci_high=0.5, perfect=0, unscored=0)]
+    assert plot_monitor(tmp_path / "monitor.png", records).stat().st_size > 0
+    md = write_summary(tmp_path, report_scores={"judge": {"base": [0.4] * 4, "best": [0.4] * 4}}, monitor=records,
+                       n_resamples=100).read_text()
+    assert "## Reward-hacking watch" in md and "Step 10: divergence" in md
