@@ -6,7 +6,7 @@ monitor's bookkeeping. Slow tests run ``train/grpo.py`` as a user does, each in 
 * the tiny config under ``accelerate launch --cpu`` against the loopback judge, then resumed;
 * the offline default (no ``--config``) shortened, with the tiny Qwen3 as policy and SmolLM2 as judge;
 * two processes (``torchrun --nproc_per_node 2``): the judge limit holds across both, the monitor runs once;
-* vLLM colocate generation in the vLLM CPU venv (marker ``vllm``).
+* vLLM colocate generation in the vLLM CPU venv, and its weight sync on every CPU kernel (marker ``vllm``).
 """
 
 from __future__ import annotations
@@ -211,11 +211,9 @@ def test_two_processes_share_the_judge_limit_and_monitor_once(tmp_path: Path, ti
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
 
 
-@pytest.mark.slow
-@pytest.mark.vllm
-@pytest.mark.timeout(600)
-def test_vllm_colocate_generation(tmp_path: Path, judge_server) -> None:
-    from rubric_reward.testing.tiny_model import build_tiny_qwen3
+@pytest.fixture(scope="module")
+def vllm_python() -> str:
+    """The vLLM CPU venv's Python, with trl and peft (skipped without the venv unless CI requires it)."""
     from rubric_reward.testing.vllm_server import VLLMUnavailable, find_vllm_python
 
     try:
@@ -227,16 +225,48 @@ def test_vllm_colocate_generation(tmp_path: Path, judge_server) -> None:
     probe = subprocess.run([python, "-c", "import trl, peft"], capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.fail(f"the vLLM venv has no trl/peft (rerun scripts/setup_vllm_cpu.sh): {probe.stderr[-300:]}")
+    return python
+
+
+VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "0-1", "VLLM_NO_USAGE_STATS": "1",
+            "VLLM_CPU_CI_ENV": "1"}
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+@pytest.mark.timeout(600)
+def test_vllm_colocate_generation(tmp_path: Path, judge_server, vllm_python: str) -> None:
+    from rubric_reward.testing.tiny_model import build_tiny_qwen3
+
     tiny_model = build_tiny_qwen3(tmp_path / "qwen3", hidden_size=128, heads=2)  # vLLM's CPU attention: head_dim 64
     server = judge_server({}, default=_judge)
     out = tmp_path / "run"
-    cmd = [python, "train/grpo.py", "--config", str(TINY), "--model_name_or_path", str(tiny_model),
+    cmd = [vllm_python, "train/grpo.py", "--config", str(TINY), "--model_name_or_path", str(tiny_model),
            "--judge_base_url", server.base_url, "--output_dir", str(out), "--max_steps", "2", "--save_steps", "2",
            "--use_vllm", "true", "--vllm_mode", "colocate", "--vllm_gpu_memory_utilization", "0.2",
            "--vllm_max_model_length", "512", "--monitor", "false", "--final_report", "false"]
-    _run(cmd, tmp_path / "vllm.log", 560, VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND="0-1",
-         VLLM_NO_USAGE_STATS="1", VLLM_CPU_CI_ENV="1", RANK="0", LOCAL_RANK="0", WORLD_SIZE="1",
+    _run(cmd, tmp_path / "vllm.log", 560, **VLLM_ENV, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1",
          MASTER_ADDR="127.0.0.1", MASTER_PORT="29517")
     steps = [h for h in _log_history(out) if "rewards/rubric/mean" in h]
     assert len(steps) == 2 and all(math.isfinite(h["rewards/rubric/mean"]) for h in steps)
     assert server.requests > 0
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("dtype", "kernel"), [("float32", "picked"), ("float32", "torch"), ("bfloat16", "picked")])
+def test_vllm_colocate_sync_reaches_the_kernels(tmp_path: Path, vllm_python: str, dtype: str, kernel: str) -> None:
+    """After TRL's colocate sync, vLLM generates what the synced policy generates, whichever CPU GEMM kernel
+    vLLM picked on this machine (oneDNN / AMX packing replace the weights TRL writes into) or the fallback."""
+    from rubric_reward.testing.tiny_model import build_tiny_qwen3
+
+    tiny_model = build_tiny_qwen3(tmp_path / "qwen3", hidden_size=128, heads=2)
+    proc = subprocess.run([vllm_python, str(REPO / "tests" / "helpers" / "vllm_colocate_sync.py"), str(tiny_model),
+                           dtype, kernel], cwd=REPO, env=_env(**VLLM_ENV), capture_output=True, text=True,
+                          timeout=280)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    assert lines, f"no result ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    result = json.loads(lines[-1].removeprefix("RESULT "))
+    assert "error" not in result, result["error"]
+    assert result["wrapped"] and result["after"] == result["expected"] != result["before"]

@@ -278,6 +278,10 @@ def run(recipe: RecipeArguments, training: Any, model: Any) -> Path | None:
     trainer = GRPOTrainer(model=policy, reward_funcs=[reward], args=training,
                           train_dataset=build_dataset(splits.train), peft_config=get_peft_config(model),
                           callbacks=callbacks)
+    if training.use_vllm:
+        from .vllm_sync import repack_colocated_sync
+
+        repack_colocated_sync(trainer)
     log.trainer = trainer
     _print_where(training)
     resume = training.resume_from_checkpoint
