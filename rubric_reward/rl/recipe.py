@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["DEFAULT_CONFIG", "RecipeArguments", "build_dataset", "build_monitor", "build_reward", "build_splits",
-           "final_report", "parse_args", "run"]
+           "final_report", "load_splits", "parse_args", "run"]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "grpo" / "offline_default.yaml"
 
@@ -104,50 +104,72 @@ class RecipeArguments:
 # ------------------------------------------------------------------------------------------ parsing
 
 
-def parse_args(argv: Sequence[str] | None = None, *, default_config: str | Path | None = None
-               ) -> tuple[RecipeArguments, Any, Any]:
-    """``(recipe, GRPOConfig, ModelConfig)`` from ``--config YAML`` and flags; ``default_config`` (else the
-    offline default) when no ``--config`` is given."""
-    from trl import GRPOConfig, ModelConfig, TrlParser
-
+def with_config(argv: Sequence[str] | None = None, default_config: str | Path | None = None) -> list[str]:
+    """``argv`` (default ``sys.argv[1:]``) with ``--config default_config`` (else the offline default) in
+    front when it names no config."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--config" not in argv:
         argv = ["--config", str(default_config or DEFAULT_CONFIG), *argv]
-    parser = TrlParser((RecipeArguments, GRPOConfig, ModelConfig))
-    recipe, training, model = parser.parse_args_and_config(argv)
+    return argv
+
+
+def parse_args(argv: Sequence[str] | None = None, *, default_config: str | Path | None = None
+               ) -> tuple[RecipeArguments, Any, Any]:
+    """``(recipe, GRPOConfig, ModelConfig)`` from ``--config YAML`` and flags; ``default_config`` (else the
+    offline default) when no ``--config`` is given. Errors are :class:`~rubric_reward.rl.recipe_check.ConfigError`."""
+    from .recipe_check import ConfigError, config_path, one_line_parser, parser_errors
+
+    argv = with_config(argv, default_config)
+    with parser_errors(config_path(argv)):
+        from trl import GRPOConfig, ModelConfig, TrlParser
+
+        parser = one_line_parser(TrlParser((RecipeArguments, GRPOConfig, ModelConfig)))
+        recipe, training, model = parser.parse_args_and_config(argv)
     if not model.model_name_or_path:
-        raise ValueError("model_name_or_path is required (in the config or as --model_name_or_path)")
+        raise ConfigError("model_name_or_path is required (in the config or as --model_name_or_path)")
     return recipe, training, model
 
 
 # ------------------------------------------------------------------------------------------ building
 
 
-def build_splits(recipe: RecipeArguments) -> Any:
-    """The train / selection / report splits, each a list of rows as the trainer sees them (``prompt``
-    messages, ``rubric`` as JSON text, ``id``, ``benchmark``).
+def load_splits(recipe: RecipeArguments) -> Any:
+    """The train / selection / report splits as loaded rows (``prompt`` messages, ``rubric``, ``id``,
+    ``benchmark``); no torch, no ``datasets`` unless the source is a hub or ``save_to_disk`` dataset.
 
     ``data`` holds the options of :mod:`rubric_reward.rl.data`: ``format`` (``advancedif``, or ``prompts`` for
     rows with ``prompt``/``rubric`` columns; default ``prompts`` for ``offline``, else ``advancedif``), the
     split sizes ``train``/``selection``/``report``, ``seed``, ``benchmarks``, ``on_bad_row`` and the
     loader's field names.
     """
+    from . import data
+
+    options = dict(recipe.data or {})
+    fmt = options.pop("format", data_format(recipe))
+    split_keys = ("train", "selection", "report", "seed", "stratify")
+    if fmt == "advancedif":
+        return data.load_advancedif_splits(recipe.dataset_name, **options)
+    if fmt == "prompts":
+        sizes = {k: options.pop(k) for k in split_keys if k in options}
+        rows = data.load_prompt_rows(recipe.dataset_name, **options)
+        _say(f"[grpo] {rows.describe()}")
+        return data.split_rows(rows, **sizes)
+    raise ValueError(f"data.format must be 'advancedif' or 'prompts', got {fmt!r}")
+
+
+def data_format(recipe: RecipeArguments) -> str:
+    """``data.format``, defaulting to ``prompts`` for the bundled prompts and ``advancedif`` otherwise."""
+    return (recipe.data or {}).get("format", "prompts" if recipe.dataset_name == "offline" else "advancedif")
+
+
+def build_splits(recipe: RecipeArguments, loaded: Any = None) -> Any:
+    """The splits (``loaded``, else :func:`load_splits`), each a list of rows as the trainer sees them
+    (``prompt`` messages, ``rubric`` as JSON text, ``id``, ``benchmark``)."""
     from dataclasses import replace
 
     from . import data
 
-    options = dict(recipe.data or {})
-    fmt = options.pop("format", "prompts" if recipe.dataset_name == "offline" else "advancedif")
-    split_keys = ("train", "selection", "report", "seed", "stratify")
-    if fmt == "advancedif":
-        splits = data.load_advancedif_splits(recipe.dataset_name, **options)
-    elif fmt == "prompts":
-        sizes = {k: options.pop(k) for k in split_keys if k in options}
-        rows = data.load_prompt_rows(recipe.dataset_name, **options)
-        _say(f"[grpo] {rows.describe()}")
-        splits = data.split_rows(rows, **sizes)
-    else:
-        raise ValueError(f"data.format must be 'advancedif' or 'prompts', got {fmt!r}")
+    splits = loaded if loaded is not None else load_splits(recipe)
     _say(f"[grpo] split: {splits.describe()}")
     records = {s: data.to_dataset(splits[s]).to_list() if splits[s] else [] for s in data.SPLITS}
     return replace(splits, **records)
@@ -251,12 +273,13 @@ def _print_where(training: Any, extra: str = "") -> None:
     print(f"[grpo] output: {out} (checkpoints, monitor.jsonl, monitor.png, best/{extra})", flush=True)
 
 
-def run(recipe: RecipeArguments, training: Any, model: Any) -> Path | None:
-    """Train, monitor and report (see the module docstring); return the summary path (main process)."""
+def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = None) -> Path | None:
+    """Train, monitor and report (see the module docstring); return the summary path (main process).
+    ``splits``: the data as :func:`load_splits` loaded it (loaded here when None)."""
     from trl import GRPOTrainer, get_peft_config
 
     started = time.monotonic()
-    splits = build_splits(recipe)
+    splits = build_splits(recipe, splits)
     if _is_main():
         splits.write_manifest(Path(training.output_dir) / "splits.json")
     reward = build_reward(recipe).bind(training)
@@ -395,8 +418,19 @@ def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: 
 
 
 def main(argv: Sequence[str] | None = None, *, default_config: str | Path | None = None) -> int:
-    """Entry point of ``train/grpo.py``."""
+    """Entry point of ``train/grpo.py``: check the arguments (one line and exit 2 on a mistake, before
+    anything heavy loads), parse them with TrlParser, run."""
+    from ..datasets_io import DataError
+    from .recipe_check import ConfigError, check_arguments
+
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    recipe, training, model = parse_args(argv, default_config=default_config)
-    run(recipe, training, model)
+    argv = with_config(argv, default_config)
+    try:
+        checked = check_arguments(argv)
+        recipe, training, model = parse_args(argv)
+        run(recipe, training, model, splits=checked.splits if checked else None)
+    except (ConfigError, DataError) as exc:
+        if _is_main():
+            print(f"{Path(sys.argv[0]).name or 'grpo'}: error: {exc}", file=sys.stderr, flush=True)
+        return 2
     return 0
