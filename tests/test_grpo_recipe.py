@@ -100,6 +100,18 @@ def test_bad_recipe_values_are_named() -> None:
         RecipeArguments(judge="{model: [")
 
 
+def test_step_line_is_short_and_skips_monitor_records() -> None:
+    from rubric_reward.rl.console import step_line
+
+    logs = {"loss": 0.01, "reward": 0.4123, "reward_std": 0.18, "frac_reward_zero_std": 0.25,
+            "rubric/judge_calls": 48.0, "rubric/unscored_frac": 0.0625, "step_time": 12.34, "entropy": 6.5}
+    assert step_line(logs, 3, 30) == ("[grpo] step 3/30: reward 0.412, spread 0.180, flat groups 25%, judge 48 "
+                                      "calls, unscored 6%, 12.3 s")
+    assert step_line({"monitor/mean": 0.5}, 2, 30) is None
+    assert step_line({"train_runtime": 81.5, "train_loss": 0.1}, 30, 30) == "[grpo] trained 30 steps in 81.5 s"
+    assert step_line({"loss": 0.0, "reward": float("nan")}, 1, 2) == "[grpo] step 1/2: reward n/a"
+
+
 def test_monitor_records_best_and_resume_truncation(tmp_path: Path) -> None:
     from rubric_reward.rl.monitor import best_record, read_records
 
@@ -123,10 +135,17 @@ def test_tiny_end_to_end_then_resume(tmp_path: Path, tiny_model: Path, judge_ser
 
     server = judge_server({}, default=_judge)
     out = tmp_path / "run"
-    cmd = [str(BIN / "accelerate"), "launch", "--cpu", "--num_processes", "1", "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no", "train/grpo.py", "--config", str(TINY),
+    cmd = [str(BIN / "accelerate"), "launch", "--config_file", str(REPO / "configs" / "accelerate" / "one_process.yaml"),
+           "--quiet", "train/grpo.py", "--config", str(TINY),
            "--model_name_or_path", str(tiny_model), "--judge_base_url", server.base_url, "--output_dir", str(out)]
     log = _run(cmd, tmp_path / "first.log", 300)
+
+    # the console: one short line per step, no library warnings, no metrics dicts; the full metrics in the log file
+    assert "[grpo] step 1/4: reward " in log and "[grpo] trained 4 steps" in log
+    for noise in ("FutureWarning", "pin_memory", "{'loss'", "Loading weights", "were not passed to `accelerate"):
+        assert noise not in log, noise
+    logged = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    assert sum("rewards/rubric/mean" in r and "rubric/judge_calls" in r for r in logged) == 4
 
     # rewards reached the trainer; the reward's own metrics and TRL's zero-spread fraction are in the logs
     steps = [h for h in _log_history(out) if "rewards/rubric/mean" in h]

@@ -257,6 +257,13 @@ class _TrainerLog:
             Trainer.log(self.trainer, dict(metrics))
 
 
+def _has_accelerator() -> bool:
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)
+    return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
+
+
 def _is_main() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
@@ -290,6 +297,8 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
         monitor = build_monitor(recipe, training, model, splits.selection, reward)
         monitor.log = log
         callbacks.append(monitor)
+    if training.dataloader_pin_memory and not _has_accelerator():
+        training.dataloader_pin_memory = False  # pinned memory needs an accelerator; torch warns at every epoch
     model_kwargs = dict(training.model_init_kwargs or {})
     if model.dtype and "dtype" not in model_kwargs:
         model_kwargs["dtype"] = model.dtype
@@ -306,6 +315,9 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
 
         repack_colocated_sync(trainer)
     log.trainer = trainer
+    from .console import use_step_log
+
+    use_step_log(trainer, training.output_dir, reward.config.metric_prefix)
     _print_where(training)
     resume = training.resume_from_checkpoint
     if isinstance(resume, str) and resume.lower() in ("true", "last"):
@@ -427,6 +439,9 @@ def main(argv: Sequence[str] | None = None, *, default_config: str | Path | None
     argv = with_config(argv, default_config)
     try:
         checked = check_arguments(argv)
+        from .console import quiet_libraries  # transformers loads from here on
+
+        quiet_libraries()
         recipe, training, model = parse_args(argv)
         run(recipe, training, model, splits=checked.splits if checked else None)
     except (ConfigError, DataError) as exc:
