@@ -1,13 +1,13 @@
 """What the GRPO recipe prints while it trains: one short line per step; the full metrics go to the logs.
 
-* :func:`quiet_libraries` (called before TrlParser builds the configs) filters the warnings the libraries raise about each other (TRL 1.16's
-  ``gradient_checkpointing`` default and peft's ``is_gradient_checkpointing`` call meet transformers 5.2x's
-  renames: ``FutureWarning`` s meant for those libraries' authors) and turns off transformers' per-load
-  "Loading weights" bars (the monitor loads the policy at every checkpoint).
+* :func:`quiet_libraries` (called before TrlParser builds the configs) filters the warnings the libraries raise
+  about each other (TRL 1.16's ``gradient_checkpointing`` default and peft's ``is_gradient_checkpointing`` call
+  meet transformers 5.2x's renames: ``FutureWarning`` s meant for those libraries' authors) and turns off
+  transformers' per-load "Loading weights" bars (the monitor loads the policy at every checkpoint).
 * :class:`StepLog` replaces transformers' progress bar / metrics printer: each logged step is one line
-  (``[grpo] step 3/30: reward 0.412, spread 0.180, flat groups 25%, judge 48 calls, unscored 0%, 12.3 s``),
-  the whole metrics dict goes to ``<output_dir>/train_log.jsonl`` (and, as before, to ``report_to`` and
-  ``trainer_state.json``).
+  (``[grpo] step 3/30: reward 0.412, spread 0.180, flat groups 25%, judge 48 calls, unscored 0%, 12.3 s``, and
+  the peak GPU memory on a GPU); the whole metrics dict goes to ``<output_dir>/train_log.jsonl`` (and, as
+  before, to ``report_to`` and ``trainer_state.json``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from transformers import TrainerCallback
 __all__ = ["LOG_FILE", "StepLog", "quiet_libraries", "step_line", "use_step_log"]
 
 LOG_FILE = "train_log.jsonl"
-_LIBRARY_WARNINGS = (r"`(is_)?gradient_checkpointing(_kwargs)?` is deprecated",)
+_LIBRARY_WARNINGS = (r"`(is_)?gradient_checkpointing(_kwargs|_enable|_disable)?` is deprecated",)
 
 
 def quiet_libraries() -> None:
@@ -61,7 +61,18 @@ def step_line(logs: dict[str, Any], step: int, max_steps: int, reward_name: str 
     seconds = _number(logs, "step_time")
     if seconds is not None:
         parts.append(f"{seconds:.1f} s")
+    peak = _number(logs, "peak_gpu_memory_gb")
+    if peak is not None:
+        parts.append(f"peak GPU {peak:.1f} GB")
     return f"[grpo] step {step}/{max_steps}: " + ", ".join(parts)
+
+
+def _peak_gpu_gb() -> float | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return round(torch.cuda.max_memory_allocated() / 2**30, 2)
 
 
 class StepLog(TrainerCallback):
@@ -76,9 +87,13 @@ class StepLog(TrainerCallback):
         if not state.is_world_process_zero or not logs:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        record = {"step": state.global_step, **logs}
+        peak = _peak_gpu_gb()
+        if peak is not None:
+            record["peak_gpu_memory_gb"] = peak
         with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"step": state.global_step, **logs}, default=str) + "\n")
-        line = step_line(logs, state.global_step, state.max_steps, self.reward_name)
+            fh.write(json.dumps(record, default=str) + "\n")
+        line = step_line(record, state.global_step, state.max_steps, self.reward_name)
         if line:
             print(line, flush=True)
 

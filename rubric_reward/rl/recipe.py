@@ -273,11 +273,14 @@ def _say(text: str) -> None:
         print(text, flush=True)
 
 
-def _print_where(training: Any, extra: str = "") -> None:
+def _print_where(training: Any, monitor: bool, extra: str = "") -> None:
     if not _is_main():
         return
     out = Path(training.output_dir).resolve()
-    print(f"[grpo] output: {out} (checkpoints, monitor.jsonl, monitor.png, best/{extra})", flush=True)
+    parts = ["checkpoints"] if training.save_strategy != "no" else []
+    parts += ["monitor.jsonl, monitor.png, best/"] if monitor else []
+    parts += ["train_log.jsonl"] + ([extra] if extra else [])
+    print(f"[grpo] output: {out} ({', '.join(parts)})", flush=True)
 
 
 def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = None) -> Path | None:
@@ -318,7 +321,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     from .console import use_step_log
 
     use_step_log(trainer, training.output_dir, reward.config.metric_prefix)
-    _print_where(training)
+    _print_where(training, recipe.monitor)
     resume = training.resume_from_checkpoint
     if isinstance(resume, str) and resume.lower() in ("true", "last"):
         from transformers.trainer_utils import get_last_checkpoint
@@ -334,7 +337,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     if recipe.final_report and is_main:
         summary = final_report(recipe, training, model, splits, train_seconds=train_seconds)
         print(f"[grpo] summary: {summary}", flush=True)
-    _print_where(training, ", summary.md" if summary else "")
+    _print_where(training, recipe.monitor, "summary.md" if summary else "")
     return summary
 
 
