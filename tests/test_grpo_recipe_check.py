@@ -126,7 +126,7 @@ def test_good_configs_pass_the_check() -> None:
     from rubric_reward.rl.recipe_check import check_arguments
 
     for config in sorted((REPO / "configs" / "grpo").glob("*.yaml")):
-        extra = ["--model_name_or_path", "Qwen/Qwen3-0.6B"] if config.name == "tiny_cpu.yaml" else []
+        extra = ["--model_name_or_path", "Qwen/Qwen3-0.6B"] if config.name in ("tiny_cpu.yaml", "gpu_check.yaml") else []
         checked = check_arguments(["--config", str(config), *extra, "--max_steps", "3", "--no_monitor"])
         assert checked.settings["max_steps"] == 3 and checked.settings["monitor"] is False
         assert (checked.splits is None) == (checked.settings["dataset_name"] != "offline")
