@@ -139,12 +139,12 @@ async def through_service(url: str, items: list[dict], *, batch: int | None, inf
 async def engine_work(judge: dict, rubric: dict, items: list[dict], repeats: int = 5) -> tuple[float, float]:
     """CPU ms per item the service spends outside the grader and HTTP: reading a /score body into
     pairs, and building the answer (JSON in and out included)."""
-    from rubric_reward.serve.engine import RewardEngine
+    from rubric_reward.serve.engine import ServiceEngine
 
-    engine = RewardEngine({"judge": judge, "rubric": rubric, "scoring": {"abstention": "zero"}})
+    engine = ServiceEngine({"judge": judge, "rubric": rubric, "scoring": {"abstention": "zero"}})
     body = json.dumps({"items": items}).encode()
     pairs, deadline = engine.score_request(json.loads(body))
-    results = await engine.score(pairs, deadline)
+    results = await engine.score(pairs, deadline_s=deadline)
     t0 = time.process_time()
     for _ in range(repeats):
         engine.score_request(json.loads(body))

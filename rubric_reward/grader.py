@@ -87,7 +87,7 @@ class Grader:
         """Grade one item; failures come back as data, never as exceptions."""
         try:
             if self.config.screen_degenerate and rubric.judged:
-                reason = screen_response(item.response, item.prompt, phrases=self.config.screen_phrases)
+                reason = screen_response(item.response, item.prompt, rubric=rubric, phrases=self.config.screen_phrases)
                 if reason is not None:
                     return _screened(rubric, item, reason)
             return await self._grade(rubric, item)
@@ -277,12 +277,14 @@ class Grader:
                 limiters.add(id(limiter))
                 slots += limiter.slots.capacity
         sample = pairs[: min(len(pairs), 32)]
-        calls = 0
-        for rubric, _ in sample:
-            n = len(rubric.judged)
-            calls += sum(j.config.samples * -(-n // j.config.criteria_per_call(n)) for j in self.judges if n)
+        calls = sum(self.calls_per_item(rubric) for rubric, _ in sample)
         per_item = max(1.0, calls / max(1, len(sample)))
         return max(2, math.ceil(2 * slots / per_item))
+
+    def calls_per_item(self, rubric: Rubric) -> int:
+        """Judge calls one item of ``rubric`` takes (every judge, sample and criterion batch)."""
+        n = len(rubric.judged)
+        return sum(j.config.samples * -(-n // j.config.criteria_per_call(n)) for j in self.judges) if n else 0
 
     async def aclose(self) -> None:
         for judge in self.judges:

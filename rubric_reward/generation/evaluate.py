@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..evaluation.formatting import ci_text, fmt, interval_dict
 from ..journal import write_atomic
 from ..judges.base import ChatRequest
 from ..prompts import fence
@@ -252,16 +253,16 @@ def write_train_prompts(config: EvalGeneratorConfig, path: str | Path) -> int:
 
 
 def _load_rubric_file(path: Path, name: str) -> dict[str, tuple[Rubric | None, str | None]]:
-    from ..datasets_io import DataError, jsonl_rows
+    from ..rows import DataError, numbered_jsonl_rows
 
     if not path.is_file():
         raise FileNotFoundError(f"generator {name!r}: no such rubrics file {path}")
     out: dict[str, tuple[Rubric | None, str | None]] = {}
     try:
-        rows = list(jsonl_rows(path))
+        rows = list(numbered_jsonl_rows(path))
     except DataError as exc:
         raise ValueError(str(exc)) from None
-    for n, row in enumerate(rows, 1):
+    for n, row in rows:
         rid = str(row.get("id", ""))
         if not rid:
             raise ValueError(f"{path}: line {n}: missing field 'id'")
@@ -383,14 +384,6 @@ async def _judge_pair(judge: Any, row: PairwiseRow, rubric: Rubric, seed: int) -
 # ------------------------------------------------------------------------------------------ statistics
 
 
-def _interval(iv: Any) -> dict[str, Any]:
-    import math
-
-    d = iv.to_dict()
-    for k in ("estimate", "low", "high"):
-        if isinstance(d.get(k), float) and math.isnan(d[k]):
-            d[k] = None
-    return d
 
 
 def _pairwise_stats(rows: list[dict[str, Any]], config: EvalGeneratorConfig) -> dict[str, Any]:
@@ -407,7 +400,7 @@ def _pairwise_stats(rows: list[dict[str, Any]], config: EvalGeneratorConfig) -> 
         correct = np.array([float(r["correct"]) for r in decided])
         iv = bootstrap_ci(correct, np.mean, n_resamples=config.n_resamples, confidence=config.confidence,
                           seed=config.seed, clusters=[r["prompt_id"] for r in decided])
-        out.update(accuracy=float(correct.mean()), ci=_interval(iv))
+        out.update(accuracy=float(correct.mean()), ci=interval_dict(iv))
     return out
 
 
@@ -437,7 +430,7 @@ def _pointwise_stats(rows: list[dict[str, Any]], config: EvalGeneratorConfig) ->
 
     iv = bootstrap_ci(np.arange(len(scored), dtype=float), stat, n_resamples=config.n_resamples,
                       confidence=config.confidence, seed=config.seed, clusters=[r["prompt_id"] for r in scored])
-    out["ci"] = _interval(iv)
+    out["ci"] = interval_dict(iv)
     return out
 
 
@@ -465,14 +458,8 @@ def _mcnemar(results: dict[str, dict[str, Any]], reference: str) -> dict[str, An
 # ------------------------------------------------------------------------------------------ outputs
 
 
-def _fmt(x: Any, digits: int = 3) -> str:
-    return "n/a" if x is None else f"{x:.{digits}f}"
 
 
-def _ci_text(ci: Mapping[str, Any] | None) -> str:
-    if not ci or ci.get("low") is None:
-        return "n/a"
-    return f"[{ci['low']:.3f}, {ci['high']:.3f}]"
 
 
 def render_table(summary: Mapping[str, Any]) -> str:
@@ -495,10 +482,10 @@ def render_table(summary: Mapping[str, Any]) -> str:
         mc = summary["mcnemar"].get(name)
         lines.append(
             f"| {name} | {g['rubrics_ok']}/{g['rubrics_total']} | "
-            f"{_fmt(pw and pw['accuracy'])} | {_ci_text(pw and pw['ci'])} | "
+            f"{fmt(pw and pw['accuracy'])} | {ci_text(pw and pw['ci'], estimate=False)} | "
             f"{pw['decided'] if pw else 0} / {pw['n'] if pw else 0} | "
-            f"{'ref' if name == ref else _fmt(mc and mc.get('pvalue_holm'), 4)} | "
-            f"{_fmt(pt and pt['spearman'])} | {_ci_text(pt and pt['ci'])} | "
+            f"{'ref' if name == ref else fmt(mc and mc.get('pvalue_holm'), 4)} | "
+            f"{fmt(pt and pt['spearman'])} | {ci_text(pt and pt['ci'], estimate=False)} | "
             f"{pt['scored'] if pt else 0} / {pt['n'] if pt else 0} | "
             f"{'n/a' if g['leaked'] is None else g['leaked']} |")
     leaked = {n: g["leaked"] for n, g in summary["generators"].items() if g["leaked"]}
@@ -550,7 +537,7 @@ def _plot(summary: Mapping[str, Any], path: Path) -> Path | None:
 
 def evaluate_generators(config: EvalGeneratorConfig) -> dict[str, Any]:
     """Run the evaluation (see the module docstring); returns the summary written to ``results.json``."""
-    from ..cache import SQLiteCache
+    from ..judges.cache import SQLiteCache
     from ..judges.judge import as_judges
     from ..scorer import Scorer
 

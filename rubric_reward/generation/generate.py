@@ -33,6 +33,7 @@ from ..items import as_messages
 from ..judges.base import ChatReply, ChatRequest, ReplyCache
 from ..judges.config import JudgeConfig
 from ..judges.judge import Judge, as_judges
+from ..progress import Progress
 from ..prompts import fence
 from ..rubric import Rubric, RubricError
 from .answers import json_values, strip_think
@@ -439,7 +440,7 @@ class RubricGenerator:
     ``generator`` is anything :func:`~rubric_reward.judges.as_judges` takes that names one model (a
     model string, a JudgeConfig, a Judge, a one-judge YAML). A plain local model name gets
     ``verdict_mode: generate``. ``temperature`` overrides the config's (K candidates use 0.8).
-    ``cache`` is a :class:`~rubric_reward.cache.SQLiteCache` (or any ReplyCache), shared with judges.
+    ``cache`` is a :class:`~rubric_reward.judges.cache.SQLiteCache` (or any ReplyCache), shared with judges.
     """
 
     def __init__(self, generator: Any = None, *, config: GenerationConfig | Mapping[str, Any] | None = None,
@@ -455,7 +456,7 @@ class RubricGenerator:
 
     def fingerprint(self) -> str:
         """A hash of everything that decides what this generator writes (model, sampling, prompts)."""
-        from ..runner import judge_fingerprint
+        from ..judges.fingerprint import judge_fingerprint
 
         settings = {k: v for k, v in asdict(self.config).items() if k != "concurrency"}  # operational only
         blob = {"judge": judge_fingerprint(self.judge.config), "config": settings,
@@ -578,7 +579,7 @@ class PromptRow:
 def load_prompts(source: str | Path | Sequence[Any]) -> list[PromptRow]:
     """Prompts from a JSONL file (field ``prompt``, ``conversation`` or ``messages``; optional ``id``)
     or from a list of strings / mappings. Errors name the file and line."""
-    from ..datasets_io import DataError, jsonl_rows
+    from ..rows import DataError, numbered_jsonl_rows
 
     where = str(source) if isinstance(source, str | Path) else "prompts"
     if isinstance(source, str | Path):
@@ -586,7 +587,7 @@ def load_prompts(source: str | Path | Sequence[Any]) -> list[PromptRow]:
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such prompts file")
         try:
-            rows = [(n, r) for n, r in enumerate(jsonl_rows(path), 1)]
+            rows = list(numbered_jsonl_rows(path))
         except DataError as exc:
             raise ValueError(str(exc)) from None
         label = "line"
@@ -599,8 +600,8 @@ def load_prompts(source: str | Path | Sequence[Any]) -> list[PromptRow]:
             raise ValueError(f"prompts: row {bad}: expected a string, a PromptRow or a mapping with 'prompt'")
         label = "row"
     out, seen = [], set()
-    for n, row in rows:
-        prompt = next((row[k] for k in ("prompt", "conversation", "messages") if row.get(k) not in (None, "", [])),
+    for k, (n, row) in enumerate(rows, 1):  # n: the line (file) or row; k numbers default ids
+        prompt = next((row[f] for f in ("prompt", "conversation", "messages") if row.get(f) not in (None, "", [])),
                       None)
         if prompt is None:
             raise ValueError(f"{where}: {label} {n}: no prompt (expected a non-empty field 'prompt', "
@@ -609,7 +610,7 @@ def load_prompts(source: str | Path | Sequence[Any]) -> list[PromptRow]:
             task_text(prompt)
         except ValueError as exc:
             raise ValueError(f"{where}: {label} {n}: {exc}") from None
-        pid = str(row.get("id", f"row{n}"))
+        pid = str(row.get("id", f"row{k}"))
         if pid in seen:
             raise ValueError(f"{where}: {label} {n}: duplicate id {pid!r}")
         seen.add(pid)
@@ -639,39 +640,6 @@ def _key(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, ensure_ascii=False, default=str).encode()).hexdigest()[:32]
 
 
-class Progress:
-    """A rich progress bar on stderr (silent when disabled): ``label``, done/total, ETA, cost, failures."""
-
-    def __init__(self, label: str, total: int, done: int = 0, *, enabled: bool = True):
-        self.label, self.total, self.done, self.enabled = label, total, done, enabled
-        self.cost, self.failed = 0.0, 0
-        self._p: Any = None
-
-    def __enter__(self) -> Progress:
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-            from rich.progress import Progress as RichProgress
-
-            self._p = RichProgress(
-                TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                TextColumn("ETA"), TimeRemainingColumn(), TextColumn("cost ${task.fields[cost]:.4f}"),
-                TextColumn("[red]{task.fields[failed]} failed"), console=Console(stderr=True))
-            self._p.start()
-            self._task = self._p.add_task(self.label, total=self.total, completed=self.done, cost=0.0, failed=0)
-        return self
-
-    def advance(self, cost: float = 0.0, failed: bool = False) -> None:
-        self.cost += cost
-        self.failed += int(failed)
-        if self._p is not None:
-            self._p.update(self._task, advance=1, cost=self.cost, failed=self.failed)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._p is not None:
-            self._p.stop()
-
-
 def generate_rubrics(input: str | Path | Sequence[Any], out: str | Path, *, generator: Any = None,
                      config: GenerationConfig | Mapping[str, Any] | None = None, base_url: str | None = None,
                      cache: str | Path | ReplyCache | None = "auto", temperature: float | None = None,
@@ -683,7 +651,7 @@ def generate_rubrics(input: str | Path | Sequence[Any], out: str | Path, *, gene
 
     Each line: ``{key, id, ok, rubric, error, text, attempts, repairs, ...}`` (see GeneratedRubric).
     """
-    from ..cache import SQLiteCache
+    from ..judges.cache import SQLiteCache
     from ..journal import Journal
 
     prompts = load_prompts(input)
@@ -724,7 +692,7 @@ def generate_rubrics(input: str | Path | Sequence[Any], out: str | Path, *, gene
             spent += result.cost
             if not result.ok:
                 failures.append(f"{pid}: {result.error}")
-            bar.advance(result.cost, failed=not result.ok)
+            bar.advance(cost=result.cost, failed=not result.ok)
 
         try:
             await asyncio.gather(*(one(*j) for j in todo))
@@ -732,7 +700,8 @@ def generate_rubrics(input: str | Path | Sequence[Any], out: str | Path, *, gene
             await gen.aclose()
 
     try:
-        with Progress("generating rubrics", len(jobs), len(jobs) - len(todo), enabled=progress) as bar:
+        with Progress("generating rubrics", len(jobs), len(jobs) - len(todo), enabled=progress, cost=True,
+                      failures=True) as bar:
             asyncio.run(run(bar))
     finally:
         journal.close()

@@ -40,10 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from ..judges.base import ReplyCache
+from ..progress import Progress
 from ..rubric import Rubric
 from .bradley_terry import bradley_terry, win_probability
 from .generate import (
-    GeneratedRubric, GenerationConfig, Progress, PromptRow, RubricGenerator, generation_messages, load_prompts,
+    GeneratedRubric, GenerationConfig, PromptRow, RubricGenerator, generation_messages, load_prompts,
     rubric_text,
 )
 from .metajudge import MetaJudge, MetaJudgeConfig, PairJudgement
@@ -268,7 +269,7 @@ def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, 
     objects (a :class:`RubricGenerator` is used as is, so its temperature is its own; a spec gets
     ``config.temperature``). ``cache="auto"`` keeps the reply cache in ``out_dir/cache.sqlite``.
     """
-    from ..cache import SQLiteCache
+    from ..judges.cache import SQLiteCache
     from ..journal import write_atomic
 
     cfg = config if isinstance(config, PreferenceConfig) else PreferenceConfig.from_dict(config)
@@ -284,7 +285,7 @@ def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, 
         generator, config=generation, base_url=base_url, cache=cache, temperature=cfg.temperature)
     mj = meta_judge if isinstance(meta_judge, MetaJudge) else MetaJudge(meta_judge, config=meta, base_url=base_url,
                                                                          cache=cache)
-    from ..runner import judge_fingerprint
+    from ..judges.fingerprint import judge_fingerprint
 
     gen_fp = gen.fingerprint()
     meta_fp = _h(judge_fingerprint(mj.judge.config), asdict(mj.config),
@@ -303,7 +304,7 @@ def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, 
                 before = builder.spent
                 entry = await builder.prompt(row, keys[row.id])
             builder.status.append(entry)
-            bar.advance(builder.spent - before, failed=entry["status"] == "failed")
+            bar.advance(cost=builder.spent - before, failed=entry["status"] == "failed")
 
         try:
             await asyncio.gather(*(one(r) for r in todo))
@@ -314,7 +315,8 @@ def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, 
                 await mj.aclose()
 
     try:
-        with Progress("building preferences", len(rows), len(rows) - len(todo), enabled=progress) as bar:
+        with Progress("building preferences", len(rows), len(rows) - len(todo), enabled=progress, cost=True,
+                      failures=True) as bar:
             asyncio.run(run(bar))
     finally:
         builder.close()

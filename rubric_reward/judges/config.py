@@ -10,12 +10,18 @@ from typing import Any
 
 from ..models import DEFAULT_LOCAL_MODEL
 
-__all__ = ["JudgeConfig", "load_judges"]
+__all__ = ["ANSWER", "CALLS", "OPERATIONAL", "JudgeConfig", "judge_fields", "load_judges"]
 
 _BACKENDS = ("auto", "http", "litellm", "transformers", "vllm")
 _LIMIT_SCOPES = ("world", "process", "shared")
 _NUMBERS = ("temperature", "top_p", "timeout_s", "backoff_base_s", "backoff_max_s", "call_deadline_s",
             "batch_deadline_s", "breaker_cooldown_s", "input_cost_per_token", "output_cost_per_token", "weight")
+
+# What a JudgeConfig field changes, declared once on the field itself. The reply-cache key, the judge
+# fingerprint and the run fingerprint read these (see judge_fields); a field without one fails a test.
+ANSWER = {"affects": "answer"}  # what one request returns: in the cache key and in the fingerprints
+CALLS = {"affects": "calls"}  # which requests are made, or how their verdicts combine: fingerprints only
+OPERATIONAL = {"affects": "nothing"}  # limits, retries, deadlines, prices, the key's variable: in neither
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,39 +46,39 @@ class JudgeConfig:
     call with all its retries, ``batch_deadline_s`` every call of one batch.
     """
 
-    model: str
-    name: str = ""
-    backend: str = "auto"
-    base_url: str | tuple[str, ...] | None = None
-    api_key_env: str | None = None
-    temperature: float = 0.0
-    top_p: float | None = None
-    max_tokens: int = 512
-    seed: int | None = None
-    extra_body: Mapping[str, Any] = field(default_factory=dict)
-    structured_output: bool = True
-    logprobs: bool = False
-    top_logprobs: int = 5
-    verdict_mode: str = "logprob"
-    engine_args: Mapping[str, Any] = field(default_factory=dict)
-    mode: str | int = "per_criterion"
-    samples: int = 1
-    weight: float = 1.0
-    max_concurrency: int = 64
-    rpm: int | None = None
-    tpm: int | None = None
-    timeout_s: float = 60.0
-    max_retries: int = 3
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 30.0
-    call_deadline_s: float | None = None
-    batch_deadline_s: float | None = None
-    replica_concurrency: int | None = None
-    breaker_failures: int = 3
-    breaker_cooldown_s: float = 10.0
-    limit_scope: str = "world"
-    input_cost_per_token: float | None = None
-    output_cost_per_token: float | None = None
+    model: str = field(metadata=ANSWER)
+    name: str = field(default="", metadata=CALLS)
+    backend: str = field(default="auto", metadata=ANSWER)
+    base_url: str | tuple[str, ...] | None = field(default=None, metadata=ANSWER)
+    api_key_env: str | None = field(default=None, metadata=OPERATIONAL)
+    temperature: float = field(default=0.0, metadata=ANSWER)
+    top_p: float | None = field(default=None, metadata=ANSWER)
+    max_tokens: int = field(default=512, metadata=ANSWER)
+    seed: int | None = field(default=None, metadata=ANSWER)
+    extra_body: Mapping[str, Any] = field(default_factory=dict, metadata=ANSWER)
+    structured_output: bool = field(default=True, metadata=ANSWER)
+    logprobs: bool = field(default=False, metadata=CALLS)
+    top_logprobs: int = field(default=5, metadata=ANSWER)
+    verdict_mode: str = field(default="logprob", metadata=ANSWER)
+    engine_args: Mapping[str, Any] = field(default_factory=dict, metadata=ANSWER)
+    mode: str | int = field(default="per_criterion", metadata=CALLS)
+    samples: int = field(default=1, metadata=CALLS)
+    weight: float = field(default=1.0, metadata=CALLS)
+    max_concurrency: int = field(default=64, metadata=OPERATIONAL)
+    rpm: int | None = field(default=None, metadata=OPERATIONAL)
+    tpm: int | None = field(default=None, metadata=OPERATIONAL)
+    timeout_s: float = field(default=60.0, metadata=OPERATIONAL)
+    max_retries: int = field(default=3, metadata=OPERATIONAL)
+    backoff_base_s: float = field(default=0.5, metadata=OPERATIONAL)
+    backoff_max_s: float = field(default=30.0, metadata=OPERATIONAL)
+    call_deadline_s: float | None = field(default=None, metadata=OPERATIONAL)
+    batch_deadline_s: float | None = field(default=None, metadata=OPERATIONAL)
+    replica_concurrency: int | None = field(default=None, metadata=OPERATIONAL)
+    breaker_failures: int = field(default=3, metadata=OPERATIONAL)
+    breaker_cooldown_s: float = field(default=10.0, metadata=OPERATIONAL)
+    limit_scope: str = field(default="world", metadata=OPERATIONAL)
+    input_cost_per_token: float | None = field(default=None, metadata=OPERATIONAL)
+    output_cost_per_token: float | None = field(default=None, metadata=OPERATIONAL)
 
     def __post_init__(self) -> None:
         def bad(field_name: str, why: str) -> ValueError:
@@ -205,8 +211,18 @@ class JudgeConfig:
         return cls(**d)
 
 
-def load_judges(source: str | Path | Mapping | list) -> list[JudgeConfig]:
-    """Judge configs from YAML (a mapping with ``judges:``, a single judge mapping, or a list)."""
+def judge_fields(affects: str) -> frozenset[str]:
+    """The JudgeConfig fields declared to change ``affects``: ``"answer"``, ``"calls"`` or ``"nothing"``."""
+    return frozenset(f.name for f in fields(JudgeConfig) if f.metadata.get("affects") == affects)
+
+
+def load_judges(source: str | Path | Mapping | list | JudgeConfig, *, base_url: str | None = None) -> list[JudgeConfig]:
+    """Judge configs from YAML (a mapping with ``judges:``, a single judge mapping, or a list), a model
+    string, a mapping, a JudgeConfig, or a list of those (an ensemble).
+
+    ``base_url`` applies to the model strings and judge mappings given here that name none (the one
+    rule on every path); a judges file is self-contained, and a JudgeConfig is taken as it is.
+    """
     obj: Any = source
     where = "judge config"
     if isinstance(source, str | Path) and Path(source).suffix in (".yaml", ".yml", ".json"):
@@ -214,10 +230,13 @@ def load_judges(source: str | Path | Mapping | list) -> list[JudgeConfig]:
 
         where = str(source)
         obj = read_structured(source, "judge config file")
+        base_url = None
     if isinstance(obj, Mapping) and "judges" in obj:
         obj = obj["judges"]
-    if isinstance(obj, str | Mapping):
+    if isinstance(obj, str | Mapping | JudgeConfig):
         obj = [obj]
+    if isinstance(obj, tuple):
+        obj = list(obj)
     if not isinstance(obj, list) or not obj:
         raise ValueError(f"{where}: expected a judge, a list of judges, or a mapping with 'judges'")
     out = []
@@ -225,8 +244,15 @@ def load_judges(source: str | Path | Mapping | list) -> list[JudgeConfig]:
         if isinstance(j, JudgeConfig):
             out.append(j)
             continue
+        if isinstance(j, str | Path) and Path(j).suffix in (".yaml", ".yml", ".json"):
+            out.extend(load_judges(j))
+            continue
         if not isinstance(j, str | Mapping):
             raise ValueError(f"{where}: judges[{i}]: expected a mapping or a model string, got {type(j).__name__}")
+        if base_url is not None:
+            j = {"model": j} if isinstance(j, str) else j
+            if j.get("base_url") is None:
+                j = {**j, "base_url": base_url}
         try:
             out.append(JudgeConfig.from_dict(j))
         except (TypeError, ValueError) as exc:

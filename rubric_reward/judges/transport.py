@@ -244,7 +244,7 @@ class Transport:
             last = reply
             if deadline is not None and timeout < cfg.timeout_s and err.kind is ErrorKind.TIMEOUT:
                 return cut_off()  # the deadline, not the per-attempt timeout, cut this attempt
-            if retries >= cfg.max_retries:
+            if retries >= self.policy.max_retries:
                 return final(reply)
             retries += 1
             delay = self.policy.delay(retries, reply.retry_after_s)

@@ -11,11 +11,13 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..rewards.records import criterion_passed, criterion_targets, failed_criteria
 
 if TYPE_CHECKING:
+    from ..rewards.records import RewardRecord
     from ..rubric import Rubric
-    from .reward import RewardRecord
 
 __all__ = ["RunningTotals", "batch_metrics", "criterion_passed", "failed_criteria"]
 
@@ -31,35 +33,6 @@ class RunningTotals:
     cost: float = 0.0
     judge_calls: int = 0
     completions: int = 0
-
-
-def criterion_passed(weight: float, best: float, value: float) -> bool:
-    """A criterion is passed when it reaches its best value (a penalty: when the flaw is absent)."""
-    return value >= best - _EPS if weight > 0 else value <= _EPS
-
-
-_TARGETS: dict[int, tuple[Any, list[tuple[str, float, float]]]] = {}
-
-
-def _targets(rubric: Rubric) -> list[tuple[str, float, float]]:
-    """(name, weight, best value) per criterion, memoised per rubric object (best_value is a max)."""
-    hit = _TARGETS.get(id(rubric))
-    if hit is None or hit[0] is not rubric:
-        if len(_TARGETS) > 4096:
-            _TARGETS.clear()
-        hit = _TARGETS[id(rubric)] = (rubric, [(c.name, c.weight, c.best_value) for c in rubric.criteria])
-    return hit[1]
-
-
-def failed_criteria(result: Any, rubric: Rubric | None) -> list[str]:
-    """Names of criteria a scored result did not pass (abstentions and failures included)."""
-    if result is None or rubric is None:
-        return []
-    out = []
-    for (name, weight, best), v in zip(_targets(rubric), result.verdicts, strict=False):
-        if v.error is not None or v.value is None or not criterion_passed(weight, best, v.value):
-            out.append(name)
-    return out
 
 
 def _quantile(xs: Sequence[float], q: float) -> float:
@@ -99,8 +72,10 @@ def batch_metrics(
     batch_s: float,
     prefix: str = "rubric",
     max_criteria: int = 20,
+    unique: int | None = None,
 ) -> dict[str, float]:
-    """The metrics of one batch (see docs/rewards.md for the list)."""
+    """The metrics of one batch (see docs/rewards.md for the list). ``unique``: the distinct (prompt,
+    completion, rubric) triples judged (default: the distinct results)."""
     n = len(records)
     m: dict[str, float] = {}
     if n == 0:
@@ -130,7 +105,7 @@ def batch_metrics(
     for r in records:
         if r.result is None or r.guard is not None or r.rubric is None:
             continue
-        for (name, weight, best), v in zip(_targets(r.rubric), r.result.verdicts, strict=False):
+        for (name, weight, best), v in zip(criterion_targets(r.rubric), r.result.verdicts, strict=False):
             verdicts += 1
             if v.error is not None:
                 failed += 1
@@ -155,7 +130,7 @@ def batch_metrics(
         oks = per_criterion[name]
         m[f"pass/{_UNSAFE.sub('_', name)}"] = sum(oks) / len(oks)
 
-    # calls, cost and latency: once per distinct result (duplicates share the same result object)
+    # calls, cost and latency: duplicates within a batch come back with their calls marked cached and free
     seen: set[int] = set()
     calls = hits = tokens = 0
     cost = 0.0
@@ -178,7 +153,7 @@ def batch_metrics(
     totals.completions += n
     m["judge_calls"] = float(calls)
     m["cache_hits"] = float(hits)
-    m["unique_frac"] = len(seen) / n
+    m["unique_frac"] = (len(seen) if unique is None else unique) / n
     m["tokens"] = float(tokens)
     m["cost"] = cost
     m["cost_total"] = totals.cost

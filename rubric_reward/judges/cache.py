@@ -38,19 +38,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .judges.base import ChatReply, ChatRequest, TokenLogprob
-from .results import Usage
+from ..results import Usage
+from .base import ChatReply, ChatRequest, TokenLogprob
+from .config import judge_fields
 
 __all__ = ["CacheEntry", "SQLiteCache", "cache_key", "key_material", "refreshing"]
 
 KEY_VERSION = 1
 
-# JudgeConfig fields that never change an answer (or are secrets): left out of the key. Any field
-# not listed here is part of the key, so a new answer-changing field is safe by default.
-_NOT_IN_KEY = frozenset({
-    "name", "api_key_env", "mode", "samples", "weight", "max_concurrency", "rpm", "tpm", "timeout_s",
-    "max_retries", "batch_deadline_s", "input_cost_per_token", "output_cost_per_token",
-})
+# JudgeConfig fields that do not change one request's answer (declared on JudgeConfig): left out of
+# the key, so rotating a key or raising a limit still hits.
+_NOT_IN_KEY = judge_fields("calls") | judge_fields("nothing")
 
 _refresh: contextvars.ContextVar[bool] = contextvars.ContextVar("rubric_reward_cache_refresh", default=False)
 _billing: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("rubric_reward_cache_billing",
