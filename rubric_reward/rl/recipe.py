@@ -435,7 +435,7 @@ def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: 
 def main(argv: Sequence[str] | None = None, *, default_config: str | Path | None = None) -> int:
     """Entry point of ``train/grpo.py``: check the arguments (one line and exit 2 on a mistake, before
     anything heavy loads), parse them with TrlParser, run."""
-    from ..datasets_io import DataError
+    from ..rows import DataError
     from .recipe_check import ConfigError, check_arguments
 
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
