@@ -73,6 +73,8 @@ class RecipeArguments:
     generation_backend: str = field(default="transformers", metadata={"help": (
         "greedy generation for monitor and report: transformers, vllm or openai")})
     generation_base_url: str | None = None
+    torch_threads: int | None = field(default=None, metadata={"help": (
+        "torch intra-op threads (default: the CPUs this process may use, shared among the machine's processes)")})
     eval_max_new_tokens: int = field(default=256, metadata={"help": "token limit of monitor/report completions"})
     eval_batch_size: int = 8
     bootstrap_resamples: int = 2000
@@ -97,6 +99,8 @@ class RecipeArguments:
         for name in ("eval_max_new_tokens", "eval_batch_size", "bootstrap_resamples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.torch_threads is not None and self.torch_threads < 1:
+            raise ValueError(f"torch_threads must be positive or null, got {self.torch_threads}")
         if self.ifeval_limit is not None and self.ifeval_limit < 1:
             raise ValueError(f"ifeval_limit must be positive or null, got {self.ifeval_limit}")
 
@@ -223,8 +227,10 @@ def _monitor_reward(recipe: RecipeArguments, training_reward: Any) -> Any:
 
 
 def generation_kwargs(recipe: RecipeArguments, max_new_tokens: int | None = None) -> dict[str, Any]:
+    """``generate_responses`` arguments of the monitor and the report (adapters merged: no LoRA cost per token)."""
     return {"backend": recipe.generation_backend, "base_url": recipe.generation_base_url,
-            "max_new_tokens": max_new_tokens or recipe.eval_max_new_tokens, "batch_size": recipe.eval_batch_size}
+            "max_new_tokens": max_new_tokens or recipe.eval_max_new_tokens, "batch_size": recipe.eval_batch_size,
+            "merge_adapter": True}
 
 
 def build_monitor(recipe: RecipeArguments, training: Any, model: Any, selection: Sequence[Mapping[str, Any]],
@@ -288,7 +294,12 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     ``splits``: the data as :func:`load_splits` loaded it (loaded here when None)."""
     from trl import GRPOTrainer, get_peft_config
 
+    from ..threads import available_cpus, set_torch_threads
+
     started = time.monotonic()
+    threads = set_torch_threads(recipe.torch_threads)
+    _say(f"[grpo] torch threads: {threads} of {available_cpus()} CPUs (torch_threads), OMP_WAIT_POLICY="
+         f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}")
     splits = build_splits(recipe, splits)
     if _is_main():
         splits.write_manifest(Path(training.output_dir) / "splits.json")
@@ -436,8 +447,10 @@ def main(argv: Sequence[str] | None = None, *, default_config: str | Path | None
     """Entry point of ``train/grpo.py``: check the arguments (one line and exit 2 on a mistake, before
     anything heavy loads), parse them with TrlParser, run."""
     from ..rows import DataError
+    from ..threads import prepare_environment
     from .recipe_check import ConfigError, check_arguments
 
+    prepare_environment()  # before torch loads
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     argv = with_config(argv, default_config)
     try:
