@@ -5,8 +5,9 @@ spin while they wait for work, so a team of 2 on 2 busy cores spends its time wa
 partner (a greedy ``generate`` of SmolLM2 measured 34-135 s with 2 spinning threads against 5-8 s with 1
 thread or with 2 sleeping ones, docs/performance.md). So, before torch loads, :func:`prepare_environment`
 makes idle OpenMP threads sleep (``OMP_WAIT_POLICY=PASSIVE``) and keeps tokenizers' own pool off, unless the
-environment already says otherwise; :func:`set_torch_threads` then gives torch the CPUs this process may use,
-shared among the processes of this machine (``LOCAL_WORLD_SIZE``), and one inter-op thread. An in-process
+environment already says otherwise; :func:`set_torch_threads` then gives torch ``OMP_NUM_THREADS`` threads when
+that is set, else the CPUs this process may use shared among the processes of this machine
+(``LOCAL_WORLD_SIZE``), and one inter-op thread. An in-process
 judge runs its forwards in a worker thread of the same process, under the same setting.
 """
 
@@ -32,10 +33,12 @@ def prepare_environment() -> None:
 
 
 def set_torch_threads(threads: int | None = None) -> int:
-    """Set torch's intra-op threads (``threads``, else :func:`available_cpus` / processes on this machine)
-    and one inter-op thread; return the intra-op count."""
+    """Set torch's intra-op threads (``threads``; else ``OMP_NUM_THREADS`` when set; else
+    :func:`available_cpus` / processes on this machine) and one inter-op thread; return the intra-op count."""
     import torch
 
+    if threads is None and os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        threads = int(os.environ["OMP_NUM_THREADS"]) or None
     if threads is None:
         local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
         threads = max(1, available_cpus() // local)

@@ -22,8 +22,11 @@ def test_torch_threads_share_the_cpus_among_local_processes(monkeypatch: pytest.
 
     before = torch.get_num_threads()
     try:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
         monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
         assert set_torch_threads() == max(1, available_cpus() // 2) == torch.get_num_threads()
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")
+        assert set_torch_threads() == 3
         assert set_torch_threads(1) == 1 == torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
