@@ -87,13 +87,17 @@ def build_tiny_qwen3(out_dir: str | Path, *, vocab_size: int = 1024, hidden_size
         head_dim=hidden_size // heads, max_position_embeddings=4096, tie_word_embeddings=True,
         eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id, bos_token_id=None,
     )
-    model = Qwen3ForCausalLM(config)
-    model.generation_config.eos_token_id = fast.eos_token_id
-    model.generation_config.pad_token_id = fast.pad_token_id
+    return _save(Qwen3ForCausalLM(config), fast, out)
+
+
+def _save(model: Any, tokenizer: Any, out: Path) -> Path:
+    """Write model and tokenizer to ``out`` through a temporary folder (a crash leaves no half model)."""
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
     tmp = out.with_name(out.name + ".tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(tmp)
-    fast.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
     tmp.rename(out) if not out.exists() else None
     return out
 
@@ -123,12 +127,4 @@ def build_random_qwen3(out_dir: str | Path, shape: str, *, tokenizer_dir: str | 
     torch.manual_seed(seed)
     with torch.device(device):
         model = Qwen3ForCausalLM._from_config(config, dtype=getattr(torch, dtype))
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    del model
-    tmp.rename(out) if not out.exists() else None
-    return out
+    return _save(model, tokenizer, out)
