@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Conversation", "Item", "Message", "as_messages", "response_text"]
+__all__ = ["Conversation", "Item", "Message", "as_messages", "response_text", "unencodable_at", "valid_text"]
 
 Message = Mapping[str, Any]
 
@@ -21,9 +21,13 @@ class Item:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.response, str):
-            object.__setattr__(self, "response", response_text(self.response))
-        if self.prompt is not None and not isinstance(self.prompt, str | Conversation):
+        if isinstance(self.id, str) and (at := unencodable_at(self.id)) is not None:
+            raise ValueError(f"field 'id' is not valid text (a lone surrogate at character {at})")
+        response = self.response if isinstance(self.response, str) else response_text(self.response)
+        object.__setattr__(self, "response", valid_text(response))
+        if isinstance(self.prompt, str):
+            object.__setattr__(self, "prompt", valid_text(self.prompt))
+        elif self.prompt is not None and not isinstance(self.prompt, Conversation):
             object.__setattr__(self, "prompt", Conversation(as_messages(self.prompt)))
 
 
@@ -31,6 +35,24 @@ class Conversation(tuple):
     """Chat messages already normalised by :func:`as_messages` (so they are not normalised again)."""
 
     __slots__ = ()
+
+
+def unencodable_at(text: str) -> int | None:
+    """Where ``text`` first holds what UTF-8 cannot carry (a lone surrogate, valid in JSON), or None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def valid_text(text: str) -> str:
+    """``text`` with what UTF-8 cannot carry replaced by U+FFFD (a surrogate pair is joined)."""
+    if unencodable_at(text) is None:
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def as_messages(conversation: Sequence[Message] | str) -> list[dict[str, str]]:
@@ -45,7 +67,8 @@ def as_messages(conversation: Sequence[Message] | str) -> list[dict[str, str]]:
     for i, m in enumerate(conversation):
         if not isinstance(m, Mapping) or "role" not in m or "content" not in m:
             raise ValueError(f"[{i}]: a message needs 'role' and 'content', got {m!r:.80}")
-        out.append({"role": str(m["role"]), "content": _content_text(m["content"], f"[{i}].content")})
+        out.append({"role": valid_text(str(m["role"])),
+                    "content": valid_text(_content_text(m["content"], f"[{i}].content"))})
     return out
 
 

@@ -52,13 +52,14 @@ class _Local(SyncFacade):
     async def ascore(self, samples: Sequence[Sample]) -> list[RewardRecord]:
         records = await self.engine.score_samples(samples)
         for r in records:
-            if r.unscored and not r.result:
+            if r.unscored and r.result is None:  # bad data or label, never judged
                 log.warning("rubric reward: sample unscored: %s", r.error)
         return records
 
 
 class _Remote(SyncFacade):
-    """Asks the reward service's ``/score`` with ``label`` items; a sample the service rejects is dropped and the rest resent."""
+    """Asks the reward service's ``/score`` with ``label`` items; a sample the service rejects is dropped
+    and the rest resent."""
 
     _loop_name = "rubric-reward-adapter"
 

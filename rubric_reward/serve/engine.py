@@ -13,6 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..items import unencodable_at
 from ..rewards.engine import Pair
 from ..rewards.engine import RewardEngine as _CoreEngine
 from ..rewards.records import RewardRecord
@@ -121,6 +122,8 @@ class ServiceEngine(_CoreEngine):
             raise RequestError(422, "invalid_field", f"{where}.conversation", "give 'prompt' or 'conversation', not both")
         key = "conversation" if raw.get("conversation") is not None else "prompt"
         item_id = raw.get("id")
+        if isinstance(item_id, str) and unencodable_at(item_id) is not None:
+            raise RequestError(422, "invalid_field", f"{where}.id", "not valid text (a lone surrogate)")
         item = self.item(raw.get(key), raw["response"], id=None if item_id is None else str(item_id),
                          prompt_field=f"{where}.{key}", completion_field=f"{where}.response")
         return rubric, item
