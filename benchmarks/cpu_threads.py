@@ -16,9 +16,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _bench import ROOT
 COMBOS = [(1, None), (2, None), (1, "PASSIVE"), (2, "PASSIVE")]
 
 

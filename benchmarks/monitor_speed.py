@@ -25,14 +25,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from _bench import ROOT, timed
 
 
 def setup(config: str, threads: int | None):
@@ -127,12 +123,6 @@ class Bounds:
         return seconds, tokens
 
 
-def timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t0, out
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=str(ROOT / "configs" / "grpo" / "offline_default.yaml"))
@@ -170,14 +160,14 @@ def main() -> None:
                 columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
                 for system in systems:
                     adapter = str(checkpoint) if system == "best" else None
-                    s, texts = timed(lambda: bounds.generate(system, prompts, kwargs["max_new_tokens"],
+                    s, _, texts = timed(lambda: bounds.generate(system, prompts, kwargs["max_new_tokens"],
                                                              kwargs["batch_size"]))
                     keep(f"{split} {system} generate bound", s, count_tokens(bounds.tok, texts))
-                    s, texts = timed(lambda: generate_responses(prompts, model=policy, adapter=adapter, **kwargs))
+                    s, _, texts = timed(lambda: generate_responses(prompts, model=policy, adapter=adapter, **kwargs))
                     keep(f"{split} {system} generate", s, count_tokens(bounds.tok, texts))
                     s, t = bounds.score(rows, texts)
                     keep(f"{split} {system} score bound", s, t)
-                    s, _ = timed(lambda: reward.score_batch(prompts, texts, **columns))
+                    s, _, _ = timed(lambda: reward.score_batch(prompts, texts, **columns))
                     keep(f"{split} {system} score", s, t)
         reward.close()
     table(best)
