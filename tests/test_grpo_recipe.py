@@ -66,7 +66,8 @@ def _sha(path: Path) -> str:
 
 
 def test_parse_yaml_then_command_line(tmp_path: Path) -> None:
-    from rubric_reward.rl.recipe import parse_args, reward_config
+    from rubric_reward.rl.launch import parse_args
+    from rubric_reward.rl.recipe import reward_config
 
     recipe, training, model = parse_args([
         "--config", str(TINY), "--model_name_or_path", "m", "--max_steps", "7", "--judge_base_url",
@@ -83,7 +84,7 @@ def test_parse_yaml_then_command_line(tmp_path: Path) -> None:
 
 
 def test_no_config_means_offline_default() -> None:
-    from rubric_reward.rl.recipe import parse_args
+    from rubric_reward.rl.launch import parse_args
 
     recipe, training, model = parse_args(["--max_steps", "1"])
     assert model.model_name_or_path == "smollm2-135m-instruct" and recipe.dataset_name == "offline"

@@ -1,7 +1,7 @@
 """train/grpo.py answers bad input in one line naming the file or command line, the key and the field, with
 exit 2, before anything heavy loads (rubric_reward.rl.recipe_check).
 
-The table runs ``rubric_reward.rl.recipe.main`` in this process (milliseconds per case); one subprocess run
+The table runs ``rubric_reward.rl.launch.main`` in this process (milliseconds per case); one subprocess run
 checks that a bad config is answered without importing torch, transformers or TRL's trainer, and one runs a
 case under ``accelerate launch --quiet`` as the README writes it.
 """
@@ -109,7 +109,7 @@ def _argv(tmp: Path, overlay: str | bytes | None, extra: list[str]) -> tuple[lis
 @pytest.mark.parametrize(("overlay", "extra", "named"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_config_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], overlay, extra,
                                        named) -> None:
-    from rubric_reward.rl.recipe import main
+    from rubric_reward.rl.launch import main
 
     _case_files(tmp_path)
     argv, bad = _argv(tmp_path, overlay, extra)
@@ -148,7 +148,7 @@ def test_parser_fields_read_from_source_match_the_dataclasses() -> None:
 
 
 def test_check_does_not_import_the_training_stack(tmp_path: Path) -> None:
-    code = ("import sys; from rubric_reward.rl.recipe import main; rc = main(['--max_stepz', '2']); "
+    code = ("import sys; from rubric_reward.rl.launch import main; rc = main(['--max_stepz', '2']); "
             "heavy = sorted(m for m in ('torch', 'transformers', 'trl.trainer.grpo_config', 'datasets', 'litellm') "
             "if m in sys.modules); print(rc, heavy)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
@@ -159,7 +159,7 @@ def test_check_does_not_import_the_training_stack(tmp_path: Path) -> None:
 
 def test_parser_errors_after_the_check_are_one_line_too(capsys: pytest.CaptureFixture[str]) -> None:
     """A GRPOConfig cross-field rule (TrlParser's own) comes back as one line, exit 2."""
-    from rubric_reward.rl.recipe import main
+    from rubric_reward.rl.launch import main
 
     assert main(["--per_device_train_batch_size", "3", "--num_generations", "4"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()

@@ -1,7 +1,8 @@
 """The GRPO recipe behind ``train/grpo.py``: its arguments and the functions that build each part.
 
-``train/grpo.py`` parses ``(RecipeArguments, GRPOConfig, ModelConfig)`` with TRL's ``TrlParser`` (YAML, then
-the command line; every ``GRPOConfig`` and ``ModelConfig`` field works in both) and calls :func:`run`, which
+``train/grpo.py`` (:mod:`~rubric_reward.rl.launch`) parses ``(RecipeArguments, GRPOConfig, ModelConfig)``
+with TRL's ``TrlParser`` (YAML, then the command line; every ``GRPOConfig`` and ``ModelConfig`` field works
+in both) and calls :func:`run`, which
 
 1. loads the prompts and makes the seeded train / selection / report split (:func:`build_splits`);
 2. builds the reward (:func:`build_reward`: a :class:`~rubric_reward.rl.RubricReward` from ``reward_config``
@@ -124,21 +125,6 @@ def with_config(argv: Sequence[str] | None = None, default_config: str | Path | 
     return argv
 
 
-def parse_args(argv: Sequence[str] | None = None, *, default_config: str | Path | None = None
-               ) -> tuple[RecipeArguments, Any, Any]:
-    """``(recipe, GRPOConfig, ModelConfig)`` from ``--config YAML`` and flags; ``default_config`` (else the
-    offline default) when no ``--config`` is given. Errors are :class:`~rubric_reward.rl.recipe_check.ConfigError`."""
-    from .recipe_check import ConfigError, config_path, one_line_parser, parser_errors
-
-    argv = with_config(argv, default_config)
-    with parser_errors(config_path(argv)):
-        from trl import GRPOConfig, ModelConfig, TrlParser
-
-        parser = one_line_parser(TrlParser((RecipeArguments, GRPOConfig, ModelConfig)))
-        recipe, training, model = parser.parse_args_and_config(argv)
-    if not model.model_name_or_path:
-        raise ConfigError("model_name_or_path is required (in the config or as --model_name_or_path)")
-    return recipe, training, model
 
 
 # ------------------------------------------------------------------------------------------ building
@@ -278,17 +264,17 @@ def _has_accelerator() -> bool:
     return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
 
 
-def _is_main() -> bool:
+def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
 def _say(text: str) -> None:
-    if _is_main():
+    if is_main_process():
         print(text, flush=True)
 
 
 def _print_where(training: Any, monitor: bool, extra: str = "") -> None:
-    if not _is_main():
+    if not is_main_process():
         return
     out = Path(training.output_dir).resolve()
     parts = ["checkpoints"] if training.save_strategy != "no" else []
@@ -309,7 +295,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     _say(f"[grpo] torch threads: {threads} of {available_cpus()} CPUs (torch_threads), OMP_WAIT_POLICY="
          f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}")
     splits = build_splits(recipe, splits)
-    if _is_main():
+    if is_main_process():
         splits.write_manifest(Path(training.output_dir) / "splits.json")
     reward = build_reward(recipe).bind(training)
     callbacks = []
@@ -448,27 +434,3 @@ def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: 
                      confidence=recipe.confidence, seed=seed)
     comparison = json.loads((out_dir / "comparison.json").read_text(encoding="utf-8"))
     return {"dir": str(out_dir), "num_prompts": len(rows), "seed": seed, "comparison": comparison}
-
-
-def main(argv: Sequence[str] | None = None, *, default_config: str | Path | None = None) -> int:
-    """Entry point of ``train/grpo.py``: check the arguments (one line and exit 2 on a mistake, before
-    anything heavy loads), parse them with TrlParser, run."""
-    from ..rows import DataError
-    from ..threads import prepare_environment
-    from .recipe_check import ConfigError, check_arguments
-
-    prepare_environment()  # before torch loads
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    argv = with_config(argv, default_config)
-    try:
-        checked = check_arguments(argv)
-        from .console import quiet_libraries  # transformers loads from here on
-
-        quiet_libraries()
-        recipe, training, model = parse_args(argv)
-        run(recipe, training, model, splits=checked.splits if checked else None)
-    except (ConfigError, DataError) as exc:
-        if _is_main():
-            print(f"{Path(sys.argv[0]).name or 'grpo'}: error: {exc}", file=sys.stderr, flush=True)
-        return 2
-    return 0
