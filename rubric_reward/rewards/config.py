@@ -104,8 +104,12 @@ class RewardConfig:
     ground truth) is an inline rubric (mapping, YAML/JSON text), an AdvancedIF question list (possibly
     JSON-encoded, twice), AdvancedIF ``prompt_metadata`` or a rubric id looked up in ``rubrics`` (a
     mapping or a library file) and ``rubric_dir`` (a folder of ``<id>.yaml``/``.yml``/``.json``, or a
-    library file). ``unscored_reward`` is the number trainers that cannot take a missing reward
-    (OpenRLHF, verl) get for an unscored sample, flagged unscored next to it; TRL gets ``None``.
+    library file). ``deadline_s`` bounds one batch (TRL), one request (the service) or one call (the
+    per-sample adapters), and stays under the clients' timeouts (OpenRLHF gives up after 180 s);
+    ``step_budget_s`` (default: ``deadline_s``) bounds what one training step of a per-sample trainer
+    (verl) may lose to failing judge calls (:mod:`rubric_reward.rewards.budget`). ``unscored_reward``
+    is the number trainers that cannot take a missing reward (OpenRLHF, verl) get for an unscored
+    sample, flagged unscored next to it; TRL gets ``None``.
     Trainer-only fields (guards.truncated, length_penalty, the unscorable streak, metrics and
     logging) are accepted everywhere and used by the TRL plugin.
     """
@@ -120,7 +124,8 @@ class RewardConfig:
     grading: Mapping[str, Any] = field(default_factory=dict)
     reward: str = "score"
     strip_think: bool = True
-    deadline_s: float | None = 300.0
+    deadline_s: float | None = 120.0
+    step_budget_s: float | None = None
     max_unscorable_fraction: float = 1.0
     max_unscorable_steps: int = 3
     guards: GuardConfig | Mapping[str, Any] = field(default_factory=GuardConfig)
@@ -148,6 +153,10 @@ class RewardConfig:
         if self.deadline_s is not None and (isinstance(self.deadline_s, bool) or not isinstance(self.deadline_s, int | float)
                                             or not self.deadline_s > 0):
             raise bad("deadline_s", f"must be a positive number or null, got {self.deadline_s!r}")
+        if self.step_budget_s is not None and (isinstance(self.step_budget_s, bool)
+                                               or not isinstance(self.step_budget_s, int | float)
+                                               or not self.step_budget_s > 0):
+            raise bad("step_budget_s", f"must be a positive number or null, got {self.step_budget_s!r}")
         for name in ("strip_think", "log_completions"):
             if not isinstance(getattr(self, name), bool):
                 raise bad(name, f"must be true or false, got {getattr(self, name)!r}")
@@ -183,6 +192,11 @@ class RewardConfig:
         d = dict(self.grading or {})
         d.setdefault("screen_degenerate", self.guards.degenerate)
         return d
+
+    @property
+    def step_budget(self) -> float | None:
+        """The per-step budget in seconds: ``step_budget_s``, else ``deadline_s`` (None: unbounded)."""
+        return self.step_budget_s if self.step_budget_s is not None else self.deadline_s
 
     def scoring_config(self) -> Any:
         from ..scoring import ScoringConfig
