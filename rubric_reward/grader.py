@@ -14,6 +14,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from .ensemble import BINARY_METHODS, ORDINAL_METHODS, aggregate_votes
@@ -152,14 +153,16 @@ class Grader:
         request = ChatRequest(call.messages, schema=call.schema, logprobs=cfg.logprobs,
                               top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample)
         start = time.perf_counter()
-        kw = {"accept": _parses(call)} if getattr(judge, "caches", False) else {}
+        vetted = _Vetted(call) if getattr(judge, "caches", False) else None
+        kw = {"accept": vetted} if vetted is not None else {}
+        parse = vetted.parse if vetted is not None else partial(parse_reply, call)
         reply = await judge.complete(request, **kw)
         usage, cost, attempts, cached = reply.usage, reply.cost, reply.attempts, reply.cached
         error: JudgeError | None = reply.error
         parsed = None
         if error is None:
             try:
-                parsed = parse_reply(call, reply.text)
+                parsed = parse(reply.text)
             except PromptError as exc:
                 error = JudgeError(ErrorKind.PARSE, str(exc))
                 if self.config.reask:
@@ -172,7 +175,7 @@ class Grader:
                         error = retry.error
                     else:
                         try:
-                            parsed, error, reply = parse_reply(call, retry.text), None, retry
+                            parsed, error, reply = parse(retry.text), None, retry
                         except PromptError as exc2:
                             error = JudgeError(ErrorKind.PARSE, f"{exc2} (after one re-ask)")
         record = CallRecord(
@@ -293,13 +296,17 @@ class Grader:
 def _first_copies(pairs: Sequence[tuple[Rubric, Item]]) -> list[int]:
     """For each pair, the index of the first identical pair (same rubric content, prompt and response)."""
     fingerprints: dict[int, str] = {}
+    prompts: dict[int, str] = {}  # a conversation is serialised once per object (a prompt's generations share it)
     seen: dict[tuple, int] = {}
     out = []
     for i, (rubric, item) in enumerate(pairs):
         fp = fingerprints.get(id(rubric))
         if fp is None:
             fp = fingerprints[id(rubric)] = rubric.fingerprint()
-        prompt = item.prompt if item.prompt is None or isinstance(item.prompt, str) else repr(item.prompt)
+        prompt = item.prompt
+        if prompt is not None and not isinstance(prompt, str):
+            key = prompts.get(id(prompt))
+            prompt = key if key is not None else prompts.setdefault(id(prompt), repr(prompt))
         out.append(seen.setdefault((fp, prompt, item.response), i))
     return out
 
@@ -310,17 +317,26 @@ def _copy_of(result: ScoreResult, item: Item) -> ScoreResult:
     return replace(result, calls=calls, metadata=_meta(item))
 
 
-def _parses(call: JudgeCall) -> Callable[[ChatReply], bool]:
-    """Whether a reply parses for ``call`` (only such replies go into a reply cache)."""
+class _Vetted:
+    """A reply cache's ``accept`` for one call: a reply is stored only if it parses, and the parse is
+    kept, so the grader reads the same reply once (not once to vet it and again for its verdicts)."""
 
-    def accept(reply: ChatReply) -> bool:
+    __slots__ = ("call", "text", "parsed")
+
+    def __init__(self, call: JudgeCall):
+        self.call, self.text, self.parsed = call, None, None
+
+    def __call__(self, reply: ChatReply) -> bool:
         try:
-            parse_reply(call, reply.text)
+            self.parsed, self.text = parse_reply(self.call, reply.text), reply.text
         except PromptError:
             return False
         return True
 
-    return accept
+    def parse(self, text: str | None) -> Any:
+        if self.parsed is not None and text is self.text:
+            return self.parsed
+        return parse_reply(self.call, text)
 
 
 def _check_verdict(criterion: Criterion, item: Item) -> Verdict:

@@ -121,7 +121,8 @@ class Scorer(SyncFacade):
         self._own_grader()
         return self._run(self.ascore_batch(items, deadline_s=deadline_s))
 
-    def score_pairs(self, pairs: Sequence[tuple[Rubric, Item]], *, deadline_s: float | None = None) -> list[ScoreResult]:
+    def score_pairs(self, pairs: Sequence[tuple[Rubric, Item]], *,
+                    deadline_s: float | None = None) -> list[ScoreResult]:
         self._own_grader()
         return self._run(self.ascore_pairs(pairs, deadline_s=deadline_s))
 

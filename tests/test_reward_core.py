@@ -76,8 +76,8 @@ def test_rubric_labels_in_every_form_and_errors_naming_the_field(tmp_path):
 def test_malformed_completions_are_unscored_with_a_named_cause(judge_server):
     server = judge_server(default="MET")
     with RubricReward(judge="judge", base_url=server.base_url, rubric=RUBRIC) as reward:
-        completions = ["Fine.", [["nested"]], [1, 2], b"bytes", [{"role": "user", "content": "only a user turn"}], 5,
-                       [{"role": "assistant", "content": "Fine too."}]]
+        completions = ["Here you go: 42.", [["nested"]], [1, 2], b"bytes", [{"role": "user", "content": "only a user turn"}], 5,
+                       [{"role": "assistant", "content": "Here you go as well: 42."}]]
         prompts = ["p", "p", "p", "p", "p", "p", [{"no_role": 1}]]
         records = reward.score_batch(prompts, completions)
         rewards = reward(prompts=prompts[:6], completions=completions[:6])
@@ -126,7 +126,7 @@ def test_service_names_the_malformed_field(judge_server):
 def test_a_mapping_judge_takes_the_top_level_base_url(judge_server):
     server = judge_server(default="MET")
     with Scorer(RUBRIC, {"model": "judge", "timeout_s": 5}, base_url=server.base_url) as scorer:
-        assert scorer.score("q", "Fine.").score == 1.0
+        assert scorer.score("q", "Here you go: 42.").score == 1.0
     assert server.requests == 1 and scorer.judge_names == ["judge"] and scorer.has_judge
 
 
@@ -142,7 +142,7 @@ def test_async_form_closes_its_session_on_the_loop_that_opened_it(judge_server):
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     try:
-        out = asyncio.run_coroutine_threadsafe(reward.as_async()(prompts=["p"], completions=["Fine."]), loop).result(30)
+        out = asyncio.run_coroutine_threadsafe(reward.as_async()(prompts=["p"], completions=["Here you go: 42."]), loop).result(30)
         sessions = _sessions(reward)
         assert out == [1.0] and sessions and not any(s.closed for s in sessions)
         reward.as_async().close()
@@ -156,7 +156,7 @@ def test_async_form_closes_its_session_on_the_loop_that_opened_it(judge_server):
 def test_a_reward_nobody_closes_is_closed_when_collected(judge_server):
     server = judge_server(default="MET")
     reward = RubricReward(judge="judge", base_url=server.base_url, rubric=RUBRIC)
-    assert reward(prompts=["p"], completions=["Fine."]) == [1.0]
+    assert reward(prompts=["p"], completions=["Here you go: 42."]) == [1.0]
     sessions = _sessions(reward)
     del reward
     gc.collect()
@@ -171,15 +171,47 @@ def test_no_unclosed_session_warning_at_exit():
         "from rubric_reward.integrations.verl import compute_score\n"
         "import yaml, tempfile, os\n"
         "server = JudgeServer(ScriptedJudge()).start()\n"
-        "rubric = {'criteria': ['Fine?']}\n"
+        "rubric = {'criteria': ['Does it answer?']}\n"
         "reward = RubricReward(judge='judge', base_url=server.base_url, rubric=rubric)\n"
-        "print(reward(prompts=['p'], completions=['All good here.']))\n"
+        "print(reward(prompts=['p'], completions=['Here you go: 42.']))\n"
         "path = os.path.join(tempfile.mkdtemp(), 'reward.yaml')\n"
         "open(path, 'w').write(yaml.safe_dump({'judge': 'judge', 'base_url': server.base_url, 'rubric': rubric}))\n"
-        "print(compute_score('x', 'All good here.', None, None, config=path)['score'])\n"
+        "print(compute_score('x', 'Here you go: 42.', None, None, config=path)['score'])\n"
         "# neither is closed: TRL never closes reward functions, verl never closes its backend\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=80)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[1.0]", "1.0"]
     assert "Unclosed" not in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_rows_rubric_wins_over_the_default_unless_the_column_is_off(judge_server):
+    server = judge_server({"ok": "MET", "other": "UNMET"})
+    own = {"criteria": [{"name": "other", "requirement": "Something else."}]}
+    with RubricReward(judge="judge", base_url=server.base_url, rubric=RUBRIC) as reward:
+        assert reward(prompts=["p", "p"], completions=["Here you go: 42."] * 2, rubric=[own, None]) == [0.0, 1.0]
+    with RubricReward(judge="judge", base_url=server.base_url, rubric=RUBRIC, rubric_column=None) as fixed:
+        assert fixed(prompts=["p"], completions=["Here you go: 42."], rubric=[own]) == [1.0]
+
+
+@pytest.mark.timeout(60)
+def test_one_batch_parses_each_reply_once_and_normalises_each_prompt_once(judge_server, tmp_path, monkeypatch):
+    import rubric_reward.grader as grader
+    import rubric_reward.items as items
+
+    server = judge_server(default="MET")
+    parses, normalised = [], []
+    parse_reply, as_messages = grader.parse_reply, items.as_messages
+    monkeypatch.setattr(grader, "parse_reply", lambda *a, **k: parses.append(1) or parse_reply(*a, **k))
+    monkeypatch.setattr(items, "as_messages", lambda *a, **k: normalised.append(1) or as_messages(*a, **k))
+    # a fresh list per generation, as TRL's data loader gives them
+    prompts = [[{"role": "user", "content": f"Question {p}?"}] for p in range(2) for _ in range(4)]
+    completions = [f"Answer {i}: 42." for i in range(8)]
+    with RubricReward(judge="judge", base_url=server.base_url, rubric=RUBRIC, cache=str(tmp_path / "c.sqlite")) as r:
+        import rubric_reward.rewards.engine as engine
+
+        monkeypatch.setattr(engine, "as_messages", items.as_messages)
+        assert r(prompts=prompts, completions=completions) == [1.0] * 8
+    assert server.requests == 8 and len(parses) == 8  # vetted for the cache and read for the verdict at once
+    assert len(normalised) == 2  # one per distinct prompt

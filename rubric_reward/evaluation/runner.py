@@ -36,7 +36,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,7 +54,7 @@ from ..rows import DataError
 from .config import EvalConfig
 from .dataset import EvalItem, load_items
 
-__all__ = ["RunSummary", "arun_eval", "item_key", "run_eval", "run_fingerprint"]
+__all__ = ["RunSummary", "arun_eval", "failure_kinds", "item_key", "run_eval", "run_fingerprint"]
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,7 @@ class RunSummary:
     cache_hits: int = 0
     cache_saved: float = 0.0  # original cost of the cache hits
     metrics: Mapping[str, Any] | None = field(default=None, repr=False)
+    failures: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # see failure_kinds
 
     @property
     def stopped_by_budget(self) -> bool:
@@ -246,7 +247,22 @@ async def _run_locked(config: EvalConfig, out: Path) -> RunSummary:
         manifest["spent_total"] = sum(inv.get("spent", 0.0) for inv in manifest["invocations"])
         write_atomic(out / "manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     return RunSummary(out, status, len(keys), n_ok, n_failed, n_missing, state.graded, len(done), spent,
-                      state.cache_hits, state.cache_saved)
+                      state.cache_hits, state.cache_saved, failures=failure_kinds(final.get(k) for k in keys))
+
+
+def failure_kinds(entries: Iterable[Mapping[str, Any] | None]) -> dict[str, dict[str, Any]]:
+    """The failed verdicts of failed journal entries by error kind: ``{kind: {"count": n, "example": message}}``,
+    most frequent first (the example is the first such verdict's message)."""
+    found: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if not entry or entry.get("status") != "failed":
+            continue
+        for v in (entry.get("result") or {}).get("verdicts") or ():
+            error = v.get("error") or {}
+            if error.get("kind"):
+                slot = found.setdefault(error["kind"], {"count": 0, "example": str(error.get("message", ""))})
+                slot["count"] += 1
+    return dict(sorted(found.items(), key=lambda kv: -kv[1]["count"]))
 
 
 def _refresh_entry(entry: dict[str, Any], item: EvalItem) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.formatting import ci_text, fmt, interval_dict
+from ..evaluation import ci_text, fmt, interval_dict
 from ..journal import write_atomic
 from ..judges.base import ChatRequest
 from ..prompts import fence

@@ -93,13 +93,14 @@ class _Local(_Backend):
     async def _score(self, samples: Sequence[Sample], deadline_s: float | None) -> list[RewardRecord]:
         records = await self.engine.score_samples(samples, deadline_s=deadline_s)
         for r in records:
-            if r.unscored and not r.result:
+            if r.unscored and r.result is None:  # bad data or label, never judged
                 log.warning("rubric reward: sample unscored: %s", r.error)
         return records
 
 
 class _Remote(_Backend):
-    """Asks the reward service's ``/score`` with ``label`` items; a sample the service rejects is dropped and the rest resent."""
+    """Asks the reward service's ``/score`` with ``label`` items; a sample the service rejects is dropped
+    and the rest resent."""
 
     def __init__(self, url: str, unscored_reward: float, step_budget_s: float | None):
         from rubric_reward.rewards.client import RewardClient

@@ -72,6 +72,7 @@ def as_judges(spec: Any, *, base_url: str | None = None, cache: ReplyCache | Non
     """
     if isinstance(spec, Judge):
         return [spec]
-    if isinstance(spec, Sequence) and not isinstance(spec, str) and (not spec or any(isinstance(s, Judge) for s in spec)):
+    is_list = isinstance(spec, Sequence) and not isinstance(spec, str)
+    if is_list and (not spec or any(isinstance(s, Judge) for s in spec)):  # built judges are taken as they are
         return [j for s in spec for j in as_judges(s, base_url=base_url, cache=cache)]
     return [Judge(c, cache=cache) for c in load_judges(spec, base_url=base_url)]

@@ -10,6 +10,7 @@ judge's, with the normalised label log-probabilities on the verdict token.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import math
@@ -128,8 +129,7 @@ class BatchingBackend:
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         await self._queue.put((request, future))
         reply: ChatReply = await future
-        return ChatReply(reply.text, reply.error, reply.usage, latency_s=time.perf_counter() - start,
-                         logprobs=reply.logprobs, finish_reason=reply.finish_reason)
+        return dataclasses.replace(reply, latency_s=time.perf_counter() - start)
 
     async def _run_batches(self) -> None:
         while True:

@@ -99,13 +99,13 @@ class RewardConfig:
 
     ``judge`` takes anything ``Scorer`` takes (model string, JudgeConfig mapping, judge YAML path, or a
     list: an ensemble); a top-level ``base_url`` applies to model strings and judge mappings that name
-    none. ``rubric`` is the default rubric, for samples that bring none; a sample's own rubric (a
-    dataset's ``rubric_column``, a service item's ``rubric``/``label``, OpenRLHF's label, verl's
-    ground truth) is an inline rubric (mapping, YAML/JSON text), an AdvancedIF question list (possibly
-    JSON-encoded, twice), AdvancedIF ``prompt_metadata`` or a rubric id looked up in ``rubrics`` (a
-    mapping or a library file) and ``rubric_dir`` (a folder of ``<id>.yaml``/``.yml``/``.json``, or a
-    library file). ``deadline_s`` bounds one batch (TRL), one request (the service) or one call (the
-    per-sample adapters), and stays under the clients' timeouts (OpenRLHF gives up after 180 s);
+    none. ``rubric`` is the default rubric, for samples that bring none (``rubric_column: null``: for
+    every row of a TRL batch, whatever its columns). A sample's own rubric (a dataset's
+    ``rubric_column``, a service item's ``rubric``/``label``, OpenRLHF's label, verl's ground truth) is
+    read by :class:`~rubric_reward.rewards.rubrics.RubricResolver`, ids from ``rubrics`` (a mapping or
+    a library file) and ``rubric_dir`` (a folder of ``<id>.yaml``/``.yml``/``.json``, or a library
+    file). ``deadline_s`` bounds one batch (TRL), one request (the service) or one call (the per-sample
+    adapters), and stays under the clients' timeouts (OpenRLHF gives up after 180 s);
     ``step_budget_s`` (default: ``deadline_s``) bounds what one training step of a per-sample trainer
     (verl) may lose to failing judge calls (:mod:`rubric_reward.rewards.budget`). ``unscored_reward``
     is the number trainers that cannot take a missing reward (OpenRLHF, verl) get for an unscored
@@ -117,7 +117,7 @@ class RewardConfig:
     judge: Any = None
     base_url: str | None = None
     rubric: Any = None
-    rubric_column: str = "rubric"
+    rubric_column: str | None = "rubric"
     rubric_dir: str | None = None
     rubrics: Any = None
     scoring: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_SCORING))
@@ -150,8 +150,8 @@ class RewardConfig:
                 raise bad(name, f"must be a mapping, got {type(value).__name__}")
         if self.reward not in REWARD_FIELDS:
             raise bad("reward", f"must be one of {', '.join(REWARD_FIELDS)}, got {self.reward!r}")
-        if self.deadline_s is not None and (isinstance(self.deadline_s, bool) or not isinstance(self.deadline_s, int | float)
-                                            or not self.deadline_s > 0):
+        deadline = self.deadline_s
+        if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline <= 0):
             raise bad("deadline_s", f"must be a positive number or null, got {self.deadline_s!r}")
         if self.step_budget_s is not None and (isinstance(self.step_budget_s, bool)
                                                or not isinstance(self.step_budget_s, int | float)
@@ -160,6 +160,8 @@ class RewardConfig:
         for name in ("strip_think", "log_completions"):
             if not isinstance(getattr(self, name), bool):
                 raise bad(name, f"must be true or false, got {getattr(self, name)!r}")
+        if self.rubric_column is not None and (not isinstance(self.rubric_column, str) or not self.rubric_column):
+            raise bad("rubric_column", f"must be a column name or null, got {self.rubric_column!r}")
         for name in ("base_url", "rubric_dir", "cache"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str | Path):
                 raise bad(name, f"must be a string or null, got {type(getattr(self, name)).__name__}")

@@ -32,7 +32,7 @@ from ..rubric import Rubric
 from .config import RewardConfig
 from .records import RewardRecord, reward_of
 from .rubrics import RubricResolver
-from .samples import SampleError, aligned
+from .samples import SampleError, aligned, prompt_identity
 from .text import strip_think
 
 __all__ = ["Pair", "RewardEngine"]
@@ -120,22 +120,23 @@ class RewardEngine:
                       where: Callable[[int], str] = lambda i: f"row {i}: ") -> list[Pair | SampleError]:
         """A batch's (rubric, item) pairs, or per sample the SampleError saying why it cannot be judged.
 
-        ``rubrics`` come from ``self.rubrics.rows`` / ``resolve_many``. Each distinct prompt object is
-        normalised once (trainers repeat a prompt for each of its generations).
+        ``rubrics`` come from ``self.rubrics.rows`` / ``resolve_many``. Each distinct prompt is
+        normalised once and its items share it (trainers repeat a prompt for each of its generations).
         """
         n = len(completions)
         prompts = aligned("prompts", prompts, n)
         rubrics = aligned("rubrics", rubrics, n)
-        seen: dict[int, Any] = {}
+        seen: dict[Any, Conversation] = {}  # normalised conversations, one per distinct prompt
         out: list[Pair | SampleError] = []
         for i in range(n):
             rubric = rubrics[i]
             if isinstance(rubric, SampleError):
                 out.append(rubric)
                 continue
-            prompt = prompts[i]
+            prompt, key = prompts[i], None
             if prompt is not None and not isinstance(prompt, str):
-                prompt = seen.get(id(prompt), prompt)
+                key = prompt_identity(prompt)
+                prompt = seen.get(key, prompt) if key is not None else prompt
             try:
                 self.usable(rubric, f"{where(i)}rubric")
                 item = self.item(prompt, completions[i], prompt_field=f"{where(i)}prompt",
@@ -143,8 +144,8 @@ class RewardEngine:
             except SampleError as exc:
                 out.append(exc)
                 continue
-            if item.prompt is not None and not isinstance(prompts[i], str):
-                seen[id(prompts[i])] = item.prompt
+            if key is not None:
+                seen.setdefault(key, item.prompt)
             out.append((rubric, item))
         return out
 

@@ -110,9 +110,10 @@ class RubricResolver:
                 out.append(_rubric_error(field(i), f"{type(exc).__name__}: {exc}"))
         return out
 
-    def rows(self, n: int, columns: Mapping[str, Any], column: str = "rubric") -> list[Rubric | SampleError]:
-        """A trainer batch's rubrics: ``columns[column]`` row by row, or the default when the column is absent."""
-        values = columns.get(column)
+    def rows(self, n: int, columns: Mapping[str, Any], column: str | None = "rubric") -> list[Rubric | SampleError]:
+        """A trainer batch's rubrics: ``columns[column]`` row by row, or the default when the column is
+        absent (or ``column`` is None: the default for every row)."""
+        values = None if column is None else columns.get(column)
         if values is None:
             if self.default is not None:
                 return [self.default] * n

@@ -182,8 +182,8 @@ def reward_config(recipe: RecipeArguments, *, judge: Any = None, base_url: str |
     if base_url is not None:
         overrides["base_url"] = base_url
         overrides["judge"] = _with_base_url(overrides.get("judge", base.judge), base_url)
-    if recipe.rubric is not None:
-        overrides["rubric"] = recipe.rubric
+    if recipe.rubric is not None:  # one fixed rubric for every prompt, whatever the dataset's rubric column holds
+        overrides["rubric"], overrides["rubric_column"] = recipe.rubric, None
     return base.replace(**overrides) if overrides else base
 
 
@@ -370,8 +370,7 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
 
 def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: Path, *, seed: int = 0) -> dict:
     """IFEval base vs trained (``eval/ifeval.py``'s machinery) on all prompts or a seeded subset."""
-    from ..evaluation.ifeval_prompts import load_ifeval
-    from ..evaluation.ifeval_report import evaluate_system, write_comparison, write_system
+    from ..evaluation import evaluate_system, load_ifeval, write_comparison, write_system
 
     rows = load_ifeval()
     if recipe.ifeval_limit and recipe.ifeval_limit < len(rows):

@@ -31,11 +31,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.formatting import ci_text as _ci_text
-from ..evaluation.formatting import fmt as _fmt
-from ..evaluation.formatting import interval_dict as _interval
-from ..evaluation.formatting import jsonable as _jsonable
-from ..evaluation.formatting import pvalue as _p
+from ..evaluation import ci_text as _ci_text
+from ..evaluation import fmt as _fmt
+from ..evaluation import interval_dict as _interval
+from ..evaluation import jsonable as _jsonable
+from ..evaluation import pvalue as _p
 
 __all__ = ["compare_paired", "load_selection_scores", "plot_monitor", "plot_score_distributions",
            "rebuild_summary", "selection_table", "write_summary"]

@@ -30,7 +30,7 @@ from typing import Any
 from .._loop import SyncFacade
 from ..rewards.config import RewardConfig
 from ..rewards.records import RewardRecord, failed_criteria
-from ..rewards.samples import SampleError, aligned, as_list
+from ..rewards.samples import BatchShapeError, SampleError, aligned, as_list, prompt_identity
 from .metrics import RunningTotals, batch_metrics
 
 __all__ = ["AsyncRubricReward", "RewardRecord", "RubricReward", "UnscorableBatchesError", "rubric_rewards"]
@@ -63,9 +63,20 @@ class _Batch:
     @property
     def prompt_keys(self) -> list[str]:
         if self._keys is None:
-            memo: dict[int, str] = {}
-            self._keys = [p if isinstance(p, str) else memo.get(id(p)) or memo.setdefault(id(p), _prompt_key(p))
-                          for p in self.prompts]
+            memo: dict[Any, str] = {}
+            keys = []
+            for p in self.prompts:
+                if p is None or isinstance(p, str):
+                    keys.append(p or "")
+                    continue
+                ident = prompt_identity(p)
+                key = memo.get(ident) if ident is not None else None
+                if key is None:
+                    key = _prompt_key(p)
+                    if ident is not None:
+                        memo[ident] = key
+                keys.append(key)
+            self._keys = keys
         return self._keys
 
 
@@ -214,11 +225,9 @@ class RubricReward(SyncFacade):
         batch = _Batch(prompts)
         try:
             await self._score(batch, completions, ids, columns)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, BatchShapeError):
             raise
         except Exception as exc:  # a bug here must not stop training
-            if isinstance(exc, ValueError) and str(exc).startswith("rubric reward:"):  # a shape, not a bug
-                raise
             cause = f"{type(exc).__name__}: {exc}"
             log.error("rubric reward: scoring the batch failed, %d completion(s) unscored: %s", n, cause,
                       exc_info=log.isEnabledFor(logging.DEBUG))
@@ -426,7 +435,8 @@ def rubric_rewards(prompts: Sequence[Any] | None, completions: Sequence[Any], ru
                 if len(_SHARED) >= 8:
                     _SHARED.pop(next(iter(_SHARED))).close()
                 reward = _SHARED[key] = RubricReward(cfg)
-    columns = {} if rubrics is None else {reward.config.rubric_column: list(rubrics)}
+    column = reward.config.rubric_column or "rubric"
+    columns = {} if rubrics is None else {column: list(rubrics)}
     return reward(prompts, completions, **columns)
 
 
