@@ -314,3 +314,26 @@ def test_combined_reward_is_none_for_the_row_when_the_rubric_is_unscored(judge_s
         combine_rewards(rubric, [length_reward], weights=[1.0])
     with pytest.raises(ValueError, match="async"):
         combine_rewards(rubric.as_async(), [length_reward])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_split_query_on_a_real_byte_level_tokenizer_cut_as_openrlhf_cuts(tmp_path):
+    """OpenRLHF v0.11 keeps the last tokens of a long prompt (``prompt_token_ids[-max_prompt_length:]``)
+    and decodes prompt + response with special tokens; v0.9's tokenizer keeps the first ones. A cut may
+    fall inside a multi-byte character."""
+    from transformers import AutoTokenizer
+
+    from rubric_reward.testing.tiny_model import build_tiny_qwen3
+
+    tok = AutoTokenizer.from_pretrained(str(build_tiny_qwen3(tmp_path / "tiny")))
+    prompt = _chat("Contexte très long, 中文 ünïcödé. " * 30 + "Quelle est la capitale de la France ?")
+    response = "Paris, s'il vous plaît."
+    ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    reply = tok(response + "<|im_end|>", add_special_tokens=False)["input_ids"]
+    for keep in (len(ids) // 3, len(ids) // 3 + 1, len(ids) // 2 + 3, 40, 41):
+        query = tok.decode(ids[-keep:] + reply, skip_special_tokens=False)  # v0.11: from the left
+        assert split_query(query, prompt) == response, keep
+    for keep in (60, 61, 150):
+        query = tok.decode(ids[:keep] + reply, skip_special_tokens=False)  # v0.9: from the right
+        assert split_query(query, prompt) == response, keep

@@ -49,7 +49,8 @@ def split_query(query: str, prompt: str) -> str | None:
     tokenizer from the right (the prompt's end is missing). The response is what follows the longest
     suffix (left cut) or prefix (right cut) of the prompt that the query starts with, or failing
     those what follows the chat template's assistant marker the prompt ends with. None when the
-    query holds no recognisable part of the prompt.
+    query holds no recognisable part of the prompt. (After a right cut, a response that starts with
+    the very characters the prompt went on with loses them: the text cannot tell them apart.)
     """
     at = _prompt_end(query, prompt)
     return None if at is None else strip_special_tail(query[at:]).strip()
@@ -75,6 +76,8 @@ def _prompt_end(query: str, prompt: str) -> int | None:
         return left
     common = _common_prefix(query, prompt)
     if common >= min(32, len(prompt) // 2) and prompt[-_ANCHOR:] not in query[common:]:
+        while query.startswith("\ufffd", common):  # the bytes of a character the cut split
+            common += 1
         return common  # cut from the right: the query is a prefix of the prompt, then the response
     marker = next((m for m in _ASSISTANT_MARKERS if prompt.rstrip().endswith(m)), None)
     if marker is not None and marker in query:
