@@ -337,3 +337,22 @@ def test_split_query_on_a_real_byte_level_tokenizer_cut_as_openrlhf_cuts(tmp_pat
     for keep in (60, 61, 150):
         query = tok.decode(ids[:keep] + reply, skip_special_tokens=False)  # v0.9: from the right
         assert split_query(query, prompt) == response, keep
+
+
+@pytest.mark.timeout(60)
+def test_hung_judge_in_process_openrlhf_and_prime(judge_server, tmp_path, monkeypatch):
+    from rubric_reward.integrations.openrlhf import reward_func
+
+    server = _hung(judge_server)
+    hung = {"deadline_s": 1.0, "judge": {"model": "judge", "base_url": server.base_url, "timeout_s": 30}}
+    monkeypatch.delenv("RUBRIC_REWARD_URL", raising=False)
+    monkeypatch.setenv("RUBRIC_REWARD_CONFIG", str(_config(tmp_path, server, **hung)))
+    rows, _ = _openrlhf_rows()
+    start = time.monotonic()
+    info = asyncio.run(tc.openrlhf_v011_func(reward_func, *rows[0][:3]))
+    exp = tc.openrlhf_v011_experience(info)
+    assert exp["rubric_unscored_judge"][0] == 1.0 and exp["reward"][0] == FALLBACK
+    fn, _, _ = tc.verl_lookup(_verl_config(tmp_path, server, "compute_score_prime", manager="prime", loop=False,
+                                           **hung), "0.7")
+    scores = tc.verl_prime(fn, _verl_batch(8)[0], workers=2)
+    assert scores == [FALLBACK] * 8 and time.monotonic() - start < 12  # each worker: about one budget

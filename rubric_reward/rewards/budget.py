@@ -67,8 +67,3 @@ class StepBudget:
             if failed and ticket.step == self._step:
                 self._lost += max(0.0, now - max(ticket.start, self._lost_until))
                 self._lost_until = max(self._lost_until, now)
-
-    @property
-    def spent(self) -> bool:
-        with self._lock:
-            return self.budget_s is not None and self._lost >= self.budget_s
