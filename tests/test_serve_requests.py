@@ -133,3 +133,30 @@ def test_the_documented_score_body_is_scored_as_written(judge_server, tmp_path):
         with urllib.request.urlopen(req, timeout=30) as resp:
             out = json.loads(resp.read())
     assert [r["id"] for r in out["results"]] == ["a", "b", "c"] and out["summary"]["scored"] == 3
+
+
+@pytest.mark.timeout(60)
+def test_group_labels_reach_a_group_judge_from_score_items_and_verl_uids(judge_server, tmp_path):
+    """A ``mode: group`` judge judges together the completions of one prompt and one group label: the
+    service's item ``group`` and verl's ``extra_info["uid"]`` are that label."""
+    import urllib.request
+
+    from rubric_reward.integrations.verl import compute_score_batch
+
+    server = judge_server({})
+    cfg = {"judge": {"model": "judge", "base_url": server.base_url, "mode": "group"}, "rubric": RUBRIC,
+           "deadline_s": 30}
+    responses = [f"The capital is Paris, answer {i}." for i in range(4)]
+    items = [{"prompt": "Capital of France?", "response": r, "group": g} for r, g in zip(responses, "aabb")]
+    with ServiceThread(ServeConfig.from_dict(cfg)) as svc:
+        req = urllib.request.Request(svc.url + "/score", json.dumps({"items": items}).encode(),
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            out = json.loads(resp.read())
+    assert out["summary"]["scored"] == 4 and server.requests == 2  # one call per group
+    server.reset_stats()
+    path = tmp_path / "reward.yaml"
+    path.write_text(json.dumps(cfg))
+    scores = compute_score_batch(["geo"] * 4, responses, [None] * 4,
+                                 [{"prompt": "Capital of France?", "uid": u} for u in "xxxy"], config=str(path))
+    assert all(s["rubric_unscored"] == 0.0 for s in scores) and server.requests == 2

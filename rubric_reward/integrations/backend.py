@@ -32,7 +32,7 @@ __all__ = ["Sample", "get_backend"]
 
 log = logging.getLogger("rubric_reward.integrations")
 
-Sample = tuple[Any, Any, Any]  # (prompt or None, response, label)
+Sample = tuple[Any, ...]  # (prompt or None, response, label), optionally a group label after them
 
 
 class _Backend(SyncFacade):
@@ -117,10 +117,12 @@ class _Remote(_Backend):
         while todo:
             items = []
             for i in todo:
-                prompt, response, label = samples[i]
+                prompt, response, label = samples[i][:3]
                 item: dict[str, Any] = {"id": str(i), "response": _jsonable(response), "label": _jsonable(label)}
                 if prompt is not None:
                     item["prompt"] = _jsonable(prompt)
+                if len(samples[i]) > 3 and samples[i][3] is not None:
+                    item["group"] = str(samples[i][3])
                 items.append(item)
             try:
                 results = await self.client.ascore(items, deadline_s=deadline_s)

@@ -54,6 +54,12 @@ def _step(extra_info: Any) -> Hashable:
     return None
 
 
+def _uid(extra_info: Any) -> str | None:
+    """verl's ``uid`` (one per prompt, shared by its rollouts): the group a ``mode: group`` judge judges together."""
+    value = extra_info.get("uid") if isinstance(extra_info, Mapping) else None
+    return None if value is None else str(value.item() if hasattr(value, "item") else value)
+
+
 def _backend(kwargs: Mapping[str, Any]) -> Any:
     return get_backend(**{k: kwargs[k] for k in _SETTINGS if k in kwargs})
 
@@ -86,12 +92,14 @@ def compute_score_prime(data_source: str, solution_str: str, ground_truth: Any, 
 
 def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str], ground_truths: Sequence[Any],
                         extra_infos: Sequence[Any] | None = None, **kwargs: Any) -> list[VerlScore]:
-    """verl's batch reward manager form: one dict per sample, all judged concurrently (one deadline)."""
+    """verl's batch reward manager form: one dict per sample, all judged concurrently (one deadline).
+    ``extra_info["uid"]``, when present, is the group label of a ``mode: group`` judge."""
     n = len(solution_strs)
     infos = list(extra_infos) if extra_infos is not None else [None] * n
     if len(ground_truths) != n or len(infos) != n:
         raise ValueError(f"compute_score_batch: {n} solution_strs but {len(ground_truths)} ground_truths "
                          f"and {len(infos)} extra_infos")
-    samples: list[Sample] = [(_prompt(info), s, gt) for s, gt, info in zip(solution_strs, ground_truths, infos)]
+    samples: list[Sample] = [(_prompt(info), s, gt, _uid(info)) for s, gt, info in zip(solution_strs, ground_truths,
+                                                                                        infos)]
     backend = _backend(kwargs)
     return [verl_result(r, backend.fallback) for r in backend.score(samples)]

@@ -64,10 +64,14 @@ class GuardConfig:
 class LengthPenalty:
     """An optional length penalty, subtracted from the judged score and recorded separately (TRL plugin).
 
-    Lengths up to ``free`` cost nothing; beyond it the penalty grows as
+    ``reference: fixed``: lengths up to ``free`` cost nothing; beyond it the penalty grows as
     ``penalty * ((length - free) / (cap - free)) ** exponent`` and stays at ``penalty`` from ``cap`` on.
-    ``unit``: ``words`` (whitespace-separated) or ``tokens`` (``completion_ids``; a ``tokenizer``
-    name or path is used when the trainer gives no ids).
+    ``reference: group``: the free length is the ``quantile`` of the lengths of the group's passing
+    completions (judged score >= ``pass_score``; a group is a prompt's completions) and the cap
+    ``cap_ratio`` times it; a group with no passing completion is not penalised
+    (:func:`~rubric_reward.rewards.length.length_penalties`). ``unit``: ``words``
+    (whitespace-separated) or ``tokens`` (``completion_ids``; a ``tokenizer`` name or path is used when
+    the trainer gives no ids).
     """
 
     enabled: bool = False
@@ -77,19 +81,32 @@ class LengthPenalty:
     penalty: float = 0.5
     exponent: float = 1.0
     tokenizer: str | None = None
+    reference: str = "fixed"
+    quantile: float = 0.5
+    pass_score: float = 1.0
+    cap_ratio: float = 2.0
 
     def __post_init__(self) -> None:
         if self.unit not in ("words", "tokens"):
             raise ValueError(f"RewardConfig.length_penalty.unit must be 'words' or 'tokens', got {self.unit!r}")
+        if self.reference not in ("fixed", "group"):
+            raise ValueError(f"RewardConfig.length_penalty.reference must be 'fixed' or 'group', got {self.reference!r}")
         if not 0 <= self.free < self.cap:
             raise ValueError(f"RewardConfig.length_penalty needs 0 <= free < cap, got free={self.free} cap={self.cap}")
         if self.penalty < 0 or self.exponent <= 0:
             raise ValueError("RewardConfig.length_penalty: penalty must be >= 0 and exponent > 0")
+        if not 0.0 <= self.quantile <= 1.0:
+            raise ValueError(f"RewardConfig.length_penalty.quantile must be in [0, 1], got {self.quantile}")
+        if not self.cap_ratio > 1.0:
+            raise ValueError(f"RewardConfig.length_penalty.cap_ratio must be > 1, got {self.cap_ratio}")
 
-    def __call__(self, length: int) -> float:
-        if not self.enabled or length <= self.free:
+    def __call__(self, length: int, free: float | None = None, cap: float | None = None) -> float:
+        """The penalty for ``length`` (``free``/``cap``: a group's own reference, else the fixed ones)."""
+        free = self.free if free is None else free
+        cap = self.cap if cap is None else cap
+        if not self.enabled or length <= free:
             return 0.0
-        frac = min(1.0, (length - self.free) / (self.cap - self.free))
+        frac = min(1.0, (length - free) / (cap - free))
         return self.penalty * frac**self.exponent
 
 

@@ -29,7 +29,7 @@ __all__ = ["Pair", "RewardEngine", "ServiceEngine"]
 
 log = logging.getLogger("rubric_reward.serve")
 
-_ITEM_FIELDS = {"id", "prompt", "conversation", "response", "rubric", "rubric_id", "label"}
+_ITEM_FIELDS = {"id", "prompt", "conversation", "response", "rubric", "rubric_id", "label", "group"}
 
 
 def _request_error(exc: SampleError) -> RequestError:
@@ -127,7 +127,11 @@ class ServiceEngine(_CoreEngine):
         item_id = raw.get("id")
         if isinstance(item_id, str) and unencodable_at(item_id) is not None:
             raise RequestError(422, "invalid_field", f"{where}.id", "not valid text (a lone surrogate)")
+        group = raw.get("group")
+        if group is not None and (isinstance(group, bool) or not isinstance(group, str | int)):
+            raise RequestError(422, "invalid_field", f"{where}.group", f"must be a string or an integer, got {_kind(group)}")
         item = self.item(raw.get(key), raw["response"], id=None if item_id is None else str(item_id),
+                         group=None if group is None else str(group),
                          prompt_field=f"{where}.{key}", completion_field=f"{where}.response")
         return rubric, item
 

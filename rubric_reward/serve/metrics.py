@@ -21,8 +21,8 @@ class ServeMetrics:
         p = "rubric_reward"
         self.requests = Counter(f"{p}_requests", "HTTP requests answered", ["endpoint", "status"], registry=r)
         self.items = Counter(f"{p}_items", "Items scored, by outcome", ["endpoint", "outcome"], registry=r)
-        self.judge_calls = Counter(f"{p}_judge_calls", "Judge calls made, by the outcome of their item "
-                                   "(cached ones included)", ["outcome"], registry=r)
+        self.judge_calls = Counter(f"{p}_judge_calls", "Judge calls paid for, by the outcome of their item "
+                                   "(cache hits excluded; a group call counts its share)", ["outcome"], registry=r)
         self.cache_hits = Counter(f"{p}_judge_cache_hits",
                                   "Judge calls answered without a new request (reply cache or in-flight dedupe)",
                                   registry=r)
@@ -44,7 +44,7 @@ class ServeMetrics:
     def results(self, endpoint: str, records: Iterable[RewardRecord]) -> None:
         """Count the items of one answered request (a request whose client left is not counted)."""
         counts = {"scored": 0, "unscored": 0}
-        calls = {"scored": 0, "unscored": 0}
+        calls = {"scored": 0.0, "unscored": 0.0}
         cached = 0
         cost = 0.0
         for record in records:
@@ -53,7 +53,7 @@ class ServeMetrics:
             res = record.result
             if res is None:
                 continue
-            calls[outcome] += len(res.calls)
+            calls[outcome] += res.judge_calls
             cached += sum(1 for c in res.calls if c.cached)
             cost += res.cost
             for v in res.verdicts:
