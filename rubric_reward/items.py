@@ -13,12 +13,18 @@ Message = Mapping[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One response to judge. ``prompt`` is a string, a list of chat messages, or None."""
+    """One response to judge. ``prompt`` is a string, a list of chat messages, or None.
+
+    ``group`` says which responses a ``mode: group`` judge judges together: those with the same
+    rubric, prompt and group label (None: the prompt alone decides; with no prompt either, the item
+    is judged alone). Other judges ignore it.
+    """
 
     response: str
     prompt: str | Sequence[Message] | None = None
     id: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    group: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.id, str) and (at := unencodable_at(self.id)) is not None:

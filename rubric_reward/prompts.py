@@ -279,13 +279,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
 
 
-def _json_objects(text: str) -> list[tuple[dict[str, Any], int, int]]:
+def _json_objects(text: str, decoder: json.JSONDecoder = _DECODER) -> list[tuple[dict[str, Any], int, int]]:
     """Top-level JSON objects in ``text`` with their spans (prose and code fences around them are
-    tolerated)."""
+    tolerated). The default decoder refuses duplicate keys (a PromptError)."""
     objects, i = [], text.find("{")
     while i >= 0:
         try:
-            obj, end = _DECODER.raw_decode(text, i)
+            obj, end = decoder.raw_decode(text, i)
         except _DuplicateKey as exc:
             raise PromptError(f"duplicated key(s) {exc.args[0]} in the answer") from None
         except (json.JSONDecodeError, RecursionError):

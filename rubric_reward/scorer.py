@@ -84,7 +84,7 @@ class Scorer(SyncFacade):
                            deadline_s: float | None = None, on_result: Any = None,
                            on_call: Any = None) -> list[ScoreResult]:
         """Score many items concurrently. Each is an Item, a (prompt, response[, rubric]) tuple, or a
-        mapping with ``response`` and optional ``prompt``, ``rubric`` and ``id``. ``on_result(i, result)``
+        mapping with ``response`` and optional ``prompt``, ``rubric``, ``id`` and ``group``. ``on_result(i, result)``
         and ``on_call(call_record)`` report progress per item and per judge call."""
         return await self.ascore_pairs([self._pair(x) for x in items], deadline_s=deadline_s, on_result=on_result,
                                        on_call=on_call)
@@ -105,7 +105,8 @@ class Scorer(SyncFacade):
             if "response" not in x:
                 raise ValueError(f"item is missing field 'response': {dict(x)!r:.120}")
             return self._rubric(x.get("rubric")), Item(
-                response=x["response"], prompt=x.get("prompt"), id=None if x.get("id") is None else str(x["id"])
+                response=x["response"], prompt=x.get("prompt"), id=None if x.get("id") is None else str(x["id"]),
+                group=None if x.get("group") is None else str(x["group"]),
             )
         raise TypeError(f"cannot score a {type(x).__name__}; pass an Item, a tuple or a mapping")
 

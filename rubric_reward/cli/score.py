@@ -82,7 +82,8 @@ def _cmd_score(args: argparse.Namespace) -> int:
     scoring = {"abstention": args.abstention, "all_or_nothing": args.all_or_nothing}
     scorer = Scorer(rubric, judge, scoring=scoring, grading={"seed": args.seed})
     items = [
-        {"response": r["response"], "prompt": r.get("prompt", r.get("conversation")), "id": r.get("id", i)}
+        {"response": r["response"], "prompt": r.get("prompt", r.get("conversation")), "id": r.get("id", i),
+         "group": r.get("group")}
         for i, r in enumerate(rows)
     ]
     # one unit per response: a screened response or a batch copy makes no judge call and still counts
@@ -177,7 +178,8 @@ def register(sub: Any) -> None:
                    "default: the bundled offline SmolLM2-135M-Instruct")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (vllm serve)")
     p.add_argument("--api-key-env", help="environment variable holding the API key")
-    p.add_argument("--mode", default="per_criterion", help="per_criterion, per_item, or k criteria per call")
+    p.add_argument("--mode", default="per_criterion", help="per_criterion, per_item, k criteria per call, or group "
+                   "(the responses to one prompt together)")
     p.add_argument("--abstention", default="skip", choices=["skip", "zero", "partial", "fail"],
                    help="how CANNOT_ASSESS / N/A verdicts count: skip (default) drops them, zero counts 0, "
                    "partial gives partial credit, fail takes the worst case")

@@ -14,6 +14,7 @@ __all__ = ["ANSWER", "CALLS", "OPERATIONAL", "JudgeConfig", "judge_fields", "loa
 
 _BACKENDS = ("auto", "http", "litellm", "transformers", "vllm")
 _LIMIT_SCOPES = ("world", "process", "shared")
+_MODES = ("per_criterion", "per_item", "group")
 _NUMBERS = ("temperature", "top_p", "timeout_s", "backoff_base_s", "backoff_max_s", "call_deadline_s",
             "batch_deadline_s", "breaker_cooldown_s", "input_cost_per_token", "output_cost_per_token", "weight")
 
@@ -29,7 +30,11 @@ class JudgeConfig:
     """How to reach and drive one judge model.
 
     ``mode`` batches criteria into calls: ``"per_criterion"`` (default, one call per criterion),
-    ``"per_item"`` (all criteria of a response in one call) or an integer k (k criteria per call).
+    ``"per_item"`` (all criteria of a response in one call), an integer k (k criteria per call) or
+    ``"group"``: one call judges the distinct responses to one prompt together (at most
+    ``group_size`` per call, a larger group is split) on ``group_criteria`` criteria (an integer k or
+    ``"all"``), with ``group_passes: 2`` adding a second pass in the reverse display order (see
+    :mod:`rubric_reward.group_grading`).
     ``verdict_mode`` applies to local backends (transformers, in-process vLLM): ``"logprob"`` scores
     each allowed label as a forced continuation; ``"generate"`` generates and parses JSON.
     ``engine_args`` go to ``vllm.LLM(...)`` for the in-process vLLM backend.
@@ -62,6 +67,9 @@ class JudgeConfig:
     verdict_mode: str = field(default="logprob", metadata=ANSWER)
     engine_args: Mapping[str, Any] = field(default_factory=dict, metadata=ANSWER)
     mode: str | int = field(default="per_criterion", metadata=CALLS)
+    group_size: int = field(default=8, metadata=CALLS)
+    group_criteria: int | str = field(default=1, metadata=CALLS)
+    group_passes: int = field(default=1, metadata=CALLS)
     samples: int = field(default=1, metadata=CALLS)
     weight: float = field(default=1.0, metadata=CALLS)
     max_concurrency: int = field(default=64, metadata=OPERATIONAL)
@@ -111,13 +119,22 @@ class JudgeConfig:
             object.__setattr__(self, "base_url", urls if len(urls) > 1 else urls[0])
         elif isinstance(self.base_url, str):
             object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
-        if isinstance(self.mode, str) and self.mode not in ("per_criterion", "per_item"):
+        if isinstance(self.mode, str) and self.mode not in _MODES:
             if not self.mode.isdigit():
-                raise bad("mode", f"must be 'per_criterion', 'per_item' or an integer, got {self.mode!r}")
+                raise bad("mode", f"must be 'per_criterion', 'per_item', 'group' or an integer, got {self.mode!r}")
             object.__setattr__(self, "mode", int(self.mode))
+        if isinstance(self.mode, bool) or not isinstance(self.mode, str | int):
+            raise bad("mode", f"must be 'per_criterion', 'per_item', 'group' or an integer, got {self.mode!r}")
         if isinstance(self.mode, int) and self.mode < 1:
             raise bad("mode", f"k criteria per call must be >= 1, got {self.mode}")
-        for name in ("max_tokens", "samples", "max_concurrency", "top_logprobs"):
+        if isinstance(self.group_criteria, str) and self.group_criteria.isdigit():
+            object.__setattr__(self, "group_criteria", int(self.group_criteria))
+        if self.group_criteria != "all" and (isinstance(self.group_criteria, bool) or not isinstance(
+                self.group_criteria, int) or self.group_criteria < 1):
+            raise bad("group_criteria", f"must be a positive integer or 'all', got {self.group_criteria!r}")
+        if self.group_passes not in (1, 2) or isinstance(self.group_passes, bool):
+            raise bad("group_passes", f"must be 1 or 2, got {self.group_passes!r}")
+        for name in ("max_tokens", "samples", "max_concurrency", "top_logprobs", "group_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < (0 if name == "top_logprobs" else 1):
                 raise bad(name, f"must be a positive integer, got {getattr(self, name)!r}")
         for name in ("rpm", "tpm"):
@@ -173,11 +190,18 @@ class JudgeConfig:
             raise ValueError(f"judge {self.name!r}: the API key variable {' or '.join(provider_vars)} is not set; "
                              f"export it, or name the variable that holds the key in api_key_env")
 
+    @property
+    def group_mode(self) -> bool:
+        """Whether this judge judges the responses to one prompt together (``mode: group``)."""
+        return self.mode == "group"
+
     def criteria_per_call(self, n_criteria: int) -> int:
         if self.mode == "per_criterion":
             return 1
-        if self.mode == "per_item":
+        if self.mode == "per_item" or (self.mode == "group" and self.group_criteria == "all"):
             return max(1, n_criteria)
+        if self.mode == "group":
+            return int(self.group_criteria)
         return int(self.mode)
 
     def resolved_backend(self) -> str:

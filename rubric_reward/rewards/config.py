@@ -64,10 +64,14 @@ class GuardConfig:
 class LengthPenalty:
     """An optional length penalty, subtracted from the judged score and recorded separately (TRL plugin).
 
-    Lengths up to ``free`` cost nothing; beyond it the penalty grows as
+    ``reference: fixed``: lengths up to ``free`` cost nothing; beyond it the penalty grows as
     ``penalty * ((length - free) / (cap - free)) ** exponent`` and stays at ``penalty`` from ``cap`` on.
-    ``unit``: ``words`` (whitespace-separated) or ``tokens`` (``completion_ids``; a ``tokenizer``
-    name or path is used when the trainer gives no ids).
+    ``reference: group``: the free length is the ``quantile`` of the lengths of the group's passing
+    completions (judged score >= ``pass_score``; a group is a prompt's completions) and the cap
+    ``cap_ratio`` times it; a group with no passing completion is not penalised
+    (:func:`~rubric_reward.rewards.length.length_penalties`). ``unit``: ``words``
+    (whitespace-separated) or ``tokens`` (``completion_ids``; a ``tokenizer`` name or path is used when
+    the trainer gives no ids).
     """
 
     enabled: bool = False
@@ -77,19 +81,32 @@ class LengthPenalty:
     penalty: float = 0.5
     exponent: float = 1.0
     tokenizer: str | None = None
+    reference: str = "fixed"
+    quantile: float = 0.5
+    pass_score: float = 1.0
+    cap_ratio: float = 2.0
 
     def __post_init__(self) -> None:
         if self.unit not in ("words", "tokens"):
             raise ValueError(f"RewardConfig.length_penalty.unit must be 'words' or 'tokens', got {self.unit!r}")
+        if self.reference not in ("fixed", "group"):
+            raise ValueError(f"RewardConfig.length_penalty.reference must be 'fixed' or 'group', got {self.reference!r}")
         if not 0 <= self.free < self.cap:
             raise ValueError(f"RewardConfig.length_penalty needs 0 <= free < cap, got free={self.free} cap={self.cap}")
         if self.penalty < 0 or self.exponent <= 0:
             raise ValueError("RewardConfig.length_penalty: penalty must be >= 0 and exponent > 0")
+        if not 0.0 <= self.quantile <= 1.0:
+            raise ValueError(f"RewardConfig.length_penalty.quantile must be in [0, 1], got {self.quantile}")
+        if not self.cap_ratio > 1.0:
+            raise ValueError(f"RewardConfig.length_penalty.cap_ratio must be > 1, got {self.cap_ratio}")
 
-    def __call__(self, length: int) -> float:
-        if not self.enabled or length <= self.free:
+    def __call__(self, length: int, free: float | None = None, cap: float | None = None) -> float:
+        """The penalty for ``length`` (``free``/``cap``: a group's own reference, else the fixed ones)."""
+        free = self.free if free is None else free
+        cap = self.cap if cap is None else cap
+        if not self.enabled or length <= free:
             return 0.0
-        frac = min(1.0, (length - self.free) / (self.cap - self.free))
+        frac = min(1.0, (length - free) / (cap - free))
         return self.penalty * frac**self.exponent
 
 
@@ -104,8 +121,12 @@ class RewardConfig:
     ``rubric_column``, a service item's ``rubric``/``label``, OpenRLHF's label, verl's ground truth) is
     read by :class:`~rubric_reward.rewards.rubrics.RubricResolver`, ids from ``rubrics`` (a mapping or
     a library file) and ``rubric_dir`` (a folder of ``<id>.yaml``/``.yml``/``.json``, or a library
-    file). ``unscored_reward`` is the number trainers that cannot take a missing reward (OpenRLHF,
-    verl) get for an unscored sample, flagged unscored next to it; TRL gets ``None``.
+    file). ``deadline_s`` bounds one batch (TRL), one request (the service) or one call (the per-sample
+    adapters), and stays under the clients' timeouts (OpenRLHF gives up after 180 s);
+    ``step_budget_s`` (default: ``deadline_s``) bounds what one training step of a per-sample trainer
+    (verl) may lose to failing judge calls (:mod:`rubric_reward.rewards.budget`). ``unscored_reward``
+    is the number trainers that cannot take a missing reward (OpenRLHF, verl) get for an unscored
+    sample, flagged unscored next to it; TRL gets ``None``.
     Trainer-only fields (guards.truncated, length_penalty, the unscorable streak, metrics and
     logging) are accepted everywhere and used by the TRL plugin.
     """
@@ -120,7 +141,8 @@ class RewardConfig:
     grading: Mapping[str, Any] = field(default_factory=dict)
     reward: str = "score"
     strip_think: bool = True
-    deadline_s: float | None = 300.0
+    deadline_s: float | None = 120.0
+    step_budget_s: float | None = None
     max_unscorable_fraction: float = 1.0
     max_unscorable_steps: int = 3
     guards: GuardConfig | Mapping[str, Any] = field(default_factory=GuardConfig)
@@ -148,6 +170,10 @@ class RewardConfig:
         deadline = self.deadline_s
         if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline <= 0):
             raise bad("deadline_s", f"must be a positive number or null, got {self.deadline_s!r}")
+        if self.step_budget_s is not None and (isinstance(self.step_budget_s, bool)
+                                               or not isinstance(self.step_budget_s, int | float)
+                                               or not self.step_budget_s > 0):
+            raise bad("step_budget_s", f"must be a positive number or null, got {self.step_budget_s!r}")
         for name in ("strip_think", "log_completions"):
             if not isinstance(getattr(self, name), bool):
                 raise bad(name, f"must be true or false, got {getattr(self, name)!r}")
@@ -185,6 +211,11 @@ class RewardConfig:
         d = dict(self.grading or {})
         d.setdefault("screen_degenerate", self.guards.degenerate)
         return d
+
+    @property
+    def step_budget(self) -> float | None:
+        """The per-step budget in seconds: ``step_budget_s``, else ``deadline_s`` (None: unbounded)."""
+        return self.step_budget_s if self.step_budget_s is not None else self.deadline_s
 
     def scoring_config(self) -> Any:
         from ..scoring import ScoringConfig

@@ -90,10 +90,12 @@ class RewardEngine:
         """The usable rubric ``label`` names (empty: the default); SampleError naming ``field``."""
         return self.usable(self.rubrics.resolve(label, field, ids=ids), field)
 
-    def item(self, prompt: Any, completion: Any, *, id: str | None = None, prompt_field: str = "prompt",
-             completion_field: str = "completion") -> Item:
+    def item(self, prompt: Any, completion: Any, *, id: str | None = None, group: str | None = None,
+             prompt_field: str = "prompt", completion_field: str = "completion") -> Item:
         """The judgeable item: the completion's text (think blocks removed when ``strip_think``), the
-        prompt as text or normalised messages. SampleError naming the field for malformed input."""
+        prompt as text or normalised messages, the group label (which completions a ``mode: group``
+        judge judges together; None: the prompt decides). SampleError naming the field for malformed
+        input."""
         try:
             text = response_text(completion)
         except ValueError as exc:
@@ -105,27 +107,30 @@ class RewardEngine:
                 prompt = Conversation(as_messages(prompt))
             except ValueError as exc:
                 raise SampleError(prompt_field, str(exc)) from None
-        return Item(response=text, prompt=prompt or None, id=id)
+        return Item(response=text, prompt=prompt or None, id=id, group=None if group is None else str(group))
 
     def prepare(self, prompt: Any, completion: Any, label: Any = None, *, id: str | None = None,
-                where: str = "") -> Pair:
-        """One (rubric, item) from a trainer's prompt, completion and rubric label; SampleError naming
-        ``{where}prompt``, ``{where}completion`` or ``{where}label``."""
+                group: str | None = None, where: str = "") -> Pair:
+        """One (rubric, item) from a trainer's prompt, completion, rubric label and group label (verl's
+        uid, a service item's ``group``); SampleError naming ``{where}prompt``, ``{where}completion`` or
+        ``{where}label``."""
         rubric = self.rubric(label, f"{where}label")
-        return rubric, self.item(prompt, completion, id=id, prompt_field=f"{where}prompt",
+        return rubric, self.item(prompt, completion, id=id, group=group, prompt_field=f"{where}prompt",
                                  completion_field=f"{where}completion")
 
     def prepare_batch(self, prompts: Sequence[Any], completions: Sequence[Any],
-                      rubrics: Sequence[Rubric | SampleError], *,
+                      rubrics: Sequence[Rubric | SampleError], *, groups: Sequence[Any] | None = None,
                       where: Callable[[int], str] = lambda i: f"row {i}: ") -> list[Pair | SampleError]:
         """A batch's (rubric, item) pairs, or per sample the SampleError saying why it cannot be judged.
 
-        ``rubrics`` come from ``self.rubrics.rows`` / ``resolve_many``. Each distinct prompt is
+        ``rubrics`` come from ``self.rubrics.rows`` / ``resolve_many``; ``groups`` (optional, one label
+        or None per sample) say which completions a group judge judges together. Each distinct prompt is
         normalised once and its items share it (trainers repeat a prompt for each of its generations).
         """
         n = len(completions)
         prompts = aligned("prompts", prompts, n)
         rubrics = aligned("rubrics", rubrics, n)
+        groups = [None] * n if groups is None else aligned("groups", groups, n)
         seen: dict[Any, Conversation] = {}  # normalised conversations, one per distinct prompt
         out: list[Pair | SampleError] = []
         for i in range(n):
@@ -139,7 +144,7 @@ class RewardEngine:
                 prompt = seen.get(key, prompt) if key is not None else prompt
             try:
                 self.usable(rubric, f"{where(i)}rubric")
-                item = self.item(prompt, completions[i], prompt_field=f"{where(i)}prompt",
+                item = self.item(prompt, completions[i], group=groups[i], prompt_field=f"{where(i)}prompt",
                                  completion_field=f"{where(i)}completion")
             except SampleError as exc:
                 out.append(exc)
@@ -179,11 +184,13 @@ class RewardEngine:
 
     async def score_samples(self, samples: Sequence[tuple[Any, Any, Any]], *, deadline_s: float | None = None,
                             where: Callable[[int], str] = lambda i: f"sample {i}: ") -> list[RewardRecord]:
-        """(prompt, completion, label) samples to records; a sample that cannot be judged is unscored
-        with its cause (never an exception)."""
+        """(prompt, completion, label) or (prompt, completion, label, group) samples to records; a sample
+        that cannot be judged is unscored with its cause (never an exception)."""
         labels = [s[2] for s in samples]
+        groups = [s[3] if len(s) > 3 else None for s in samples]
         rubrics = self.rubrics.resolve_many(labels, lambda i: f"{where(i)}label")
-        prepared = self.prepare_batch([s[0] for s in samples], [s[1] for s in samples], rubrics, where=where)
+        prepared = self.prepare_batch([s[0] for s in samples], [s[1] for s in samples], rubrics, where=where,
+                                      groups=groups if any(g is not None for g in groups) else None)
         pairs = [p for p in prepared if not isinstance(p, SampleError)]
         scored = iter(await self.score(pairs, deadline_s=deadline_s))
         return [RewardRecord.failed(str(p), p.kind) if isinstance(p, SampleError) else next(scored) for p in prepared]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..rewards.length import quantile
 from ..rewards.records import criterion_passed, criterion_targets, failed_criteria
 
 if TYPE_CHECKING:
@@ -33,13 +34,6 @@ class RunningTotals:
     cost: float = 0.0
     judge_calls: int = 0
     completions: int = 0
-
-
-def _quantile(xs: Sequence[float], q: float) -> float:
-    s = sorted(xs)
-    pos = q * (len(s) - 1)
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def _spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -102,9 +96,13 @@ def batch_metrics(
     verdicts = passed = abstained = failed = 0
     kinds: Counter[str] = Counter()
     per_criterion: dict[str, list[int]] = {}
-    for r in records:
+    late_lengths: list[int] = []  # completions a verdict of which missed the deadline, and the rest judged
+    ontime_lengths: list[int] = []
+    for r, length in zip(records, lengths, strict=True):
         if r.result is None or r.guard is not None or r.rubric is None:
             continue
+        late = any(v.error is not None and v.error.kind.value == "deadline" for v in r.result.verdicts)
+        (late_lengths if late else ontime_lengths).append(length)
         for (name, weight, best), v in zip(criterion_targets(r.rubric), r.result.verdicts, strict=False):
             verdicts += 1
             if v.error is not None:
@@ -126,13 +124,19 @@ def batch_metrics(
             m[f"failures/{kind}"] = count / verdicts
         if verdicts - failed:
             m["pass_rate"] = passed / (verdicts - failed)
+    if late_lengths:  # a deadline that falls on the longest completions biases training against length
+        m["deadline_frac"] = len(late_lengths) / n
+        m["length_deadline_mean"] = sum(late_lengths) / len(late_lengths)
+        if ontime_lengths:
+            m["length_ontime_mean"] = sum(ontime_lengths) / len(ontime_lengths)
     for name in list(per_criterion)[:max_criteria]:
         oks = per_criterion[name]
         m[f"pass/{_UNSAFE.sub('_', name)}"] = sum(oks) / len(oks)
 
     # calls, cost and latency: duplicates within a batch come back with their calls marked cached and free
+    # a group call is on each of its results with its share (1/n): shares, tokens and costs add up to it
     seen: set[int] = set()
-    calls = hits = tokens = 0
+    calls = hits = tokens = 0.0
     cost = 0.0
     latencies: list[float] = []
     for r in records:
@@ -141,15 +145,15 @@ def batch_metrics(
         seen.add(id(r.result))
         for call in r.result.calls:
             if call.cached:
-                hits += 1
+                hits += call.share
             else:
-                calls += 1
+                calls += call.share
                 latencies.append(call.latency_s)
-            tokens += call.usage.total_tokens
+            tokens += call.usage.total_tokens * call.share
             cost += call.cost if not call.cached else 0.0
     totals.steps += 1
     totals.cost += cost
-    totals.judge_calls += calls
+    totals.judge_calls += round(calls)
     totals.completions += n
     m["judge_calls"] = float(calls)
     m["cache_hits"] = float(hits)
@@ -158,8 +162,10 @@ def batch_metrics(
     m["cost"] = cost
     m["cost_total"] = totals.cost
     if latencies:
-        m["latency_p50_s"] = _quantile(latencies, 0.5)
-        m["latency_p95_s"] = _quantile(latencies, 0.95)
+        m["latency_p50_s"] = quantile(latencies, 0.5)
+        m["latency_p95_s"] = quantile(latencies, 0.95)
+        m["latency_p99_s"] = quantile(latencies, 0.99)
+        m["latency_max_s"] = max(latencies)
     m["batch_s"] = batch_s
 
     pairs = [(r.reward, float(ln)) for r, ln in zip(records, lengths, strict=True) if r.reward is not None]

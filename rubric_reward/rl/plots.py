@@ -40,7 +40,8 @@ def _score_axis(ax: Any, values: Sequence[float], label: str) -> None:
 
 def plot_monitor(path: str | Path, records: Sequence[Mapping[str, Any]], *, title: str | None = None) -> Path:
     """``monitor.png``: every monitored step's selection mean with its interval (top; the base model as a
-    dashed line, the best checkpoint starred) and mean length in tokens on an axis from zero (bottom).
+    dashed line, the best checkpoint starred; with a second judge, the training judge's score beside it and the
+    checkpoints the reward-hacking watch flagged shaded) and mean length in tokens on an axis from zero (bottom).
     Reads the monitor's records (``step``, ``mean``, ``ci_low``, ``ci_high``, ``mean_length_tokens``,
     ``metric``); steps without a mean are named in the title."""
     path = Path(path)
@@ -56,8 +57,18 @@ def plot_monitor(path: str | Path, records: Sequence[Mapping[str, Any]], *, titl
         lows = [r["ci_low"] if r.get("ci_low") is not None else m for r, m in zip(shown, ys)]
         highs = [r["ci_high"] if r.get("ci_high") is not None else m for r, m in zip(shown, ys)]
         drawn = ys + lows + highs
+        second = any(r.get("training_mean") is not None for r in shown)
         top.errorbar(xs, ys, yerr=[[m - lo for m, lo in zip(ys, lows)], [hi - m for m, hi in zip(ys, highs)]],
-                     marker="o", capsize=3, label=f"selection mean {metric} (interval)")
+                     marker="o", capsize=3,
+                     label=f"selection mean {metric} (interval)" + (", second judge" if second else ""))
+        trained = [(int(r["step"]), float(r["training_mean"])) for r in shown if r.get("training_mean") is not None]
+        if trained:  # the watch's other judge: a gain only it sees is coupling to it
+            top.plot([s for s, _ in trained], [m for _, m in trained], marker="s", color="#ff7f0e",
+                     label="training judge")
+            drawn += [m for _, m in trained]
+        for r in shown:
+            if r.get("watch"):  # a checkpoint the reward-hacking watch flagged
+                top.axvline(int(r["step"]), color="#d62728", alpha=0.25, linewidth=6)
         base = next((m for s, m in zip(xs, ys) if s == 0), None)
         if base is not None:
             top.axhline(base, color="grey", linestyle="--", linewidth=1, label="base model")

@@ -328,7 +328,8 @@ def _hack_blocks(h: Mapping[str, Any], n: int, B: Any) -> list[Any]:
             B.Table(["indicator", "base -> best", "flagged when"], lines)]
 
 
-def _selection_blocks(summary: Mapping[str, Any], plots: Mapping[str, str], B: Any) -> list[Any]:
+def _selection_blocks(summary: Mapping[str, Any], monitor: Sequence[Mapping[str, Any]], plots: Mapping[str, str],
+                      B: Any) -> list[Any]:
     selection = summary["selection"]
     level = int(round(100 * summary["settings"]["confidence"]))
     base_rec = selection["base"]
@@ -350,6 +351,11 @@ def _selection_blocks(summary: Mapping[str, Any], plots: Mapping[str, str], B: A
                       str(r["unscored"] if r["unscored"] is not None else ""), _p(r["pvalue"]), _p(r["pvalue_holm"])])
     blocks.append(B.Table(["step", f"mean [{level}% CI]", "delta", "perfect", "mean length", "unscored", "p",
                            "p (Holm)"], table))
+    from .watch import watch_lines
+
+    watched = watch_lines(monitor)
+    if watched:
+        blocks += [B.Heading(2, "Reward-hacking watch"), B.Para(" ".join(watched))]
     if "monitor" in plots:
         blocks.append(B.Image(plots["monitor"], "selection score and length against step"))
     return blocks
@@ -411,7 +417,7 @@ def write_summary(run_dir: str | Path, *, report_rows: Sequence[Mapping[str, Any
     blocks: list[Any] = [B.Heading(1, "Rubric-reward training: summary"), B.Para(summary["headline"]),
                          B.Para(_facts(summary))]
     blocks += _report_blocks(summary, plots, B)
-    blocks += _selection_blocks(summary, plots, B)
+    blocks += _selection_blocks(summary, monitor, plots, B)
     if ifeval_data is not None:
         blocks += _ifeval_blocks(ifeval_data, confidence, B)
     write_atomic(out / "summary.md", B.render_markdown(blocks))

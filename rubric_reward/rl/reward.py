@@ -29,6 +29,7 @@ from typing import Any
 
 from .._loop import SyncFacade
 from ..rewards.config import RewardConfig
+from ..rewards.length import length_penalties
 from ..rewards.records import RewardRecord, failed_criteria
 from ..rewards.samples import BatchShapeError, SampleError, aligned, as_list, prompt_identity
 from .metrics import RunningTotals, batch_metrics
@@ -259,11 +260,13 @@ class RubricReward(SyncFacade):
         keys = batch.prompt_keys
         batch.unique = len({(keys[i], p[1].response, id(p[0])) for i, p in zip(owners, pairs, strict=True)})
         for i, rec in zip(owners, await engine.score(pairs), strict=True):
-            if rec.reward is not None and rec.guard is None:
-                rec.penalty = penalty(lengths[i])
-                rec.reward = rec.score - rec.penalty
             records[i] = rec
-        for i, rec in enumerate(records):
+        judged = [r.score if r.reward is not None and r.guard is None else None for r in records]  # type: ignore[union-attr]
+        for i, (rec, cut) in enumerate(zip(records, length_penalties(penalty, lengths, judged, batch.prompt_keys),
+                                           strict=True)):
+            if cut:
+                rec.penalty = cut
+                rec.reward = rec.score - cut
             rec.length = lengths[i]
         batch.records = records  # type: ignore[assignment]
 
