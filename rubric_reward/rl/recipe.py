@@ -326,7 +326,8 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     training.model_init_kwargs = model_kwargs or None
     from ..models import resolve_model
 
-    policy = resolve_model(model.model_name_or_path)
+    model_ref = model.model_name_or_path  # as the user named it, for the summary
+    policy = resolve_model(model_ref)
     model.model_name_or_path = policy
     trainer = GRPOTrainer(model=policy, reward_funcs=[reward], args=training,
                           train_dataset=build_dataset(splits.train), peft_config=get_peft_config(model),
@@ -353,7 +354,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     del trainer
     summary = None
     if recipe.final_report and is_main:
-        summary = final_report(recipe, training, model, splits, train_seconds=train_seconds)
+        summary = final_report(recipe, training, model, splits, train_seconds=train_seconds, model_ref=model_ref)
         print(f"[grpo] summary: {summary}", flush=True)
     _print_where(training, recipe.monitor, "summary.md" if summary else "")
     return summary
@@ -376,7 +377,7 @@ def _generate(recipe: RecipeArguments, model: str, prompts: list[Any], adapter: 
 
 
 def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any, *,
-                 train_seconds: float | None = None) -> Path:
+                 train_seconds: float | None = None, model_ref: str | None = None) -> Path:
     """Base vs best on the report split (training judge, optional second judge), IFEval; write the summary."""
     from ..journal import write_atomic
     from . import report as report_module
@@ -427,7 +428,7 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
         looked_at=sum(1 for r in records if r["step"] > 0), ifeval=ifeval,
         splits={"train": len(splits.train), "selection": len(splits.selection), "report": len(rows)},
         n_resamples=recipe.bootstrap_resamples, confidence=recipe.confidence, seed=training.seed,
-        meta={"model": base_model, "dataset": recipe.dataset_name, "train_seconds": train_seconds,
+        meta={"model": model_ref or base_model, "dataset": recipe.dataset_name, "train_seconds": train_seconds,
               "recipe": asdict(recipe), "max_steps": training.max_steps},
     )
 
