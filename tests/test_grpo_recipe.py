@@ -4,7 +4,7 @@ Fast tests: argument parsing (YAML + command line through TRL's TrlParser), the 
 monitor's bookkeeping. Slow tests run ``train/grpo.py`` as a user does, each in a subprocess:
 
 * the tiny config under ``accelerate launch --cpu`` against the loopback judge, then resumed;
-* the offline default (no ``--config``) shortened, with the tiny Qwen3 as policy and SmolLM2 as judge;
+* the offline default (no ``--config``) shortened: SmolLM2 policy, checks as reward, the summary checked;
 * two processes (``torchrun --nproc_per_node 2``): the judge limit holds across both, the monitor runs once;
 * vLLM colocate generation in the vLLM CPU venv, and its weight sync on every CPU kernel (marker ``vllm``).
 """
@@ -87,9 +87,9 @@ def test_no_config_means_offline_default() -> None:
     from rubric_reward.rl.launch import parse_args
 
     recipe, training, model = parse_args(["--max_steps", "1"])
-    assert model.model_name_or_path == "smollm2-135m-instruct" and recipe.dataset_name == "offline"
-    assert recipe.judge["backend"] == "transformers" and training.max_steps == 1
-    assert training.max_steps // training.save_steps >= 0 and recipe.reward_config["reward"] == "expected_score"
+    assert model.model_name_or_path == "smollm2-135m-instruct" and recipe.dataset_name == "offline-instructions"
+    assert recipe.judge is None and training.max_steps == 1 and recipe.reward_config["reward"] == "score"
+    assert "punctuation:no_comma" in recipe.ifeval_types and training.num_generations == 8
 
 
 def test_bad_recipe_values_are_named() -> None:
@@ -194,22 +194,53 @@ def test_tiny_end_to_end_then_resume(tmp_path: Path, tiny_model: Path, judge_ser
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_offline_default_shortened(tmp_path: Path, tiny_model: Path) -> None:
-    """No --config: the offline default (SmolLM2 judge, expected_score), shortened and with the tiny policy."""
+@pytest.mark.timeout(900)
+def test_offline_default_shortened(tmp_path: Path) -> None:
+    """No --config: the offline default (SmolLM2 policy, offline-instructions, checks), shortened; the summary's
+    headline, counts and hacking indicators agree with report_completions.jsonl, IFEval holds trained types."""
+    import resource
+    from fractions import Fraction
+
+    from rubric_reward.rl.hacks import contained_in_prompt
+    from rubric_reward.rl.report import read_report_rows
+
     out = tmp_path / "run"
-    cmd = [sys.executable, "train/grpo.py", "--model_name_or_path", str(tiny_model), "--output_dir", str(out),
-           "--max_steps", "2", "--save_steps", "1", "--per_device_train_batch_size", "2", "--num_generations", "2",
-           "--max_completion_length", "12", "--eval_max_new_tokens", "12", "--ifeval_limit", "2",
-           "--data", '{"selection": 1, "report": 1, "train": 2}', "--bootstrap_resamples", "200",
+    cmd = [sys.executable, "train/grpo.py", "--output_dir", str(out), "--max_steps", "2", "--save_steps", "2",
+           "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "1", "--num_generations", "4",
+           "--max_completion_length", "24", "--eval_max_new_tokens", "24", "--ifeval_limit", "2",
+           "--data", '{"selection": 5, "report": 10, "train": 10}', "--bootstrap_resamples", "200",
            "--disable_tqdm", "true"]
-    log = _run(cmd, tmp_path / "offline.log", 560)
+    log = _run(cmd, tmp_path / "offline.log", 840, OMP_NUM_THREADS="2")
     steps = [h for h in _log_history(out) if "rewards/rubric/mean" in h]
     assert len(steps) == 2 and all("frac_reward_zero_std" in h for h in steps)
-    assert [r["step"] for r in map(json.loads, (out / "monitor.jsonl").read_text().splitlines())] == [0, 1, 2]
-    assert all(r["metric"] == "expected_score" for r in map(json.loads, (out / "monitor.jsonl").open()))
-    assert (out / "summary.md").is_file() and (out / "ifeval" / "comparison.json").is_file()
+    records = [json.loads(x) for x in (out / "monitor.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 2] and all(r["metric"] == "score" for r in records)
     assert "[grpo] summary:" in log
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 6 * 1024 * 1024  # KiB: under 6 GB
+
+    # the summary's numbers, recomputed from the report rows
+    rows = read_report_rows(out / "report_completions.jsonl")
+    assert len(rows) == 10 and len({r["benchmark"] for r in rows}) == 5  # stratified by instruction type
+    diffs = []
+    for r in rows:
+        s = r["scores"]["judge"]
+        same = r["completions"]["base"] == r["completions"]["best"]
+        diffs.append(Fraction(0) if same else Fraction(s["best"]).limit_denominator(4)
+                     - Fraction(s["base"]).limit_denominator(4))
+    summary = json.loads((out / "summary.json").read_text())
+    judge = summary["report"]["judge"]
+    assert (judge["improved"], judge["worse"], judge["tied"]) == (sum(d > 0 for d in diffs), sum(d < 0 for d in diffs),
+                                                                  sum(d == 0 for d in diffs))
+    md = (out / "summary.md").read_text()
+    assert md.split("\n\n")[1] == summary["headline"] and summary["headline"].startswith("GRPO trained")
+    assert f"{judge['improved']} better, {judge['worse']} worse, {judge['tied']} tied" in summary["headline"]
+    assert "Wilcoxon signed-rank" in md and "Does the gain look like reward hacking?" in md
+    contained = contained_in_prompt([r["prompt"] for r in rows], [r["completions"]["best"] for r in rows])
+    assert summary["hacking"]["contained"]["count"] == contained["count"]
+    # IFEval transfer on prompts that carry a trained instruction type
+    wanted = set(summary["ifeval"]["types_wanted"])
+    ifeval_rows = [json.loads(x) for x in (out / "ifeval" / "base" / "eval_results_strict.jsonl").read_text().splitlines()]
+    assert len(ifeval_rows) == 2 and all(wanted & set(r["instruction_id_list"]) for r in ifeval_rows)
 
 
 @pytest.mark.slow

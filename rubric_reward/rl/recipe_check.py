@@ -28,6 +28,7 @@ import difflib
 import functools
 import importlib.util
 import re
+import types
 import typing
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -160,9 +161,10 @@ def _init_false(value: ast.expr | None) -> bool:
 
 
 def _type_text(tp: Any) -> str:
-    args = typing.get_args(tp)
-    if args:
-        return " | ".join(_type_text(a) for a in args)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):  # a union's members; list[str] stays whole
+        return " | ".join(_type_text(a) for a in typing.get_args(tp))
+    if typing.get_args(tp):
+        return str(tp)
     return "None" if tp is type(None) else getattr(tp, "__name__", str(tp))
 
 
