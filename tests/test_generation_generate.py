@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rubric_reward.generation.generate import (
+from rubric_reward.generation import (
     GenerationConfig, RubricGenerator, generate_rubrics, generation_messages, load_prompts, parse_rubric,
 )
 from rubric_reward.judges import JudgeConfig
@@ -229,7 +229,7 @@ LIST_CFG = GenerationConfig(format="list", min_criteria=3, max_criteria=6)
 
 
 def test_list_format_reads_bracketed_weights_and_round_trips_through_rubric_text():
-    from rubric_reward.generation.generate import rubric_text
+    from rubric_reward.generation import rubric_text
 
     text = ("1. The response names Paris. [5]\n2. **The response is one sentence.** (2)\n"
             "3. The response invents a source. [-3]\n4) The response cites the census (weight 1).\n"

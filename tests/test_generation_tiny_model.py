@@ -5,7 +5,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rubric_reward.generation.generate import GenerationConfig, RubricGenerator  # noqa: E402
+from rubric_reward.generation import GenerationConfig, RubricGenerator  # noqa: E402
 from rubric_reward.judges import JudgeConfig  # noqa: E402
 from rubric_reward.testing.tiny_model import build_tiny_qwen3  # noqa: E402
 
