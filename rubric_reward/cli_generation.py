@@ -17,7 +17,7 @@ __all__ = ["register", "register_training"]
 
 
 def _generator_spec(args: argparse.Namespace) -> Any:
-    from .generation.generate import default_generator
+    from .generation import default_generator
     from .judges.config import JudgeConfig
 
     if args.generator is None:
@@ -33,15 +33,27 @@ def _generator_spec(args: argparse.Namespace) -> Any:
     return cfg
 
 
-def _cmd_generate(args: argparse.Namespace) -> int:
-    from .generation.generate import GenerationConfig, generate_rubrics
+def _format(args: argparse.Namespace, generator: Any) -> str:
+    """``--format``, or by default the list format for a local generator (no constrained decoding: a small
+    local model follows a worked example of a list, not a JSON schema) and JSON otherwise."""
+    if args.format != "auto":
+        return args.format
+    from .judges.config import JudgeConfig
 
+    cfg = generator if isinstance(generator, JudgeConfig) else None
+    return "list" if cfg is not None and cfg.resolved_backend() == "transformers" else "json"
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from .generation import GenerationConfig, generate_rubrics
+
+    generator = _generator_spec(args)
     config = GenerationConfig(level=args.level, min_criteria=args.min_criteria, max_criteria=args.max_criteria,
                               dataset_sample=args.sample, seed=args.seed, max_tokens=args.max_tokens,
-                              concurrency=args.concurrency)
+                              concurrency=args.concurrency, format=_format(args, generator), checks=args.checks)
     cache: Any = None if args.no_cache else (args.cache or "auto")
     try:
-        summary = generate_rubrics(args.input, args.out, generator=_generator_spec(args), config=config,
+        summary = generate_rubrics(args.input, args.out, generator=generator, config=config,
                                    base_url=args.base_url, cache=cache, temperature=args.temperature,
                                    progress=not args.quiet)
     except KeyboardInterrupt:
@@ -72,6 +84,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--temperature", type=float, help="sampling temperature (default: the config's, 0)")
     p.add_argument("--min-criteria", type=int, default=3, help="fewest criteria a rubric may have (default 3)")
     p.add_argument("--max-criteria", type=int, default=10, help="most criteria a rubric may have (default 10)")
+    p.add_argument("--format", default="auto", choices=["auto", "json", "list"],
+                   help="ask for the JSON schema or a numbered list after a worked example (default auto: list for a "
+                   "local transformers generator such as the bundled one, json otherwise)")
+    p.add_argument("--checks", action="store_true",
+                   help="offer programmatic checks ([check] lines / a 'check' field) for checkable instructions")
     p.add_argument("--sample", type=int, default=16, help="dataset level: prompts shown to the generator")
     p.add_argument("--seed", type=int, default=0, help="dataset level: seed of the prompt sample")
     p.add_argument("--max-tokens", type=int, default=1024, help="generation budget per rubric (default 1024)")
@@ -104,6 +121,9 @@ def _cmd_dpo_loop(args: argparse.Namespace) -> int:
         print(f"iter_{it['iteration']}: {prefs.get('n_pairs')} pairs from {prefs.get('n_prompts')} prompts "
               f"({prefs.get('n_skipped')} skipped, {prefs.get('n_failed')} failed); DPO {adapter.get('global_step')} "
               f"steps, loss {adapter.get('train_loss')}", file=sys.stderr)
+    if summary.heldout_table:
+        print(summary.heldout_table)
+        print(f"wrote {summary.out_dir / 'heldout.json'} and {summary.out_dir / 'summary.md'}", file=sys.stderr)
     print(f"done ({summary.resumed_stages} stages kept from earlier runs); the trained generator: {summary.generator}",
           file=sys.stderr)
     return 0

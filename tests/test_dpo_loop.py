@@ -225,7 +225,7 @@ def test_config_errors_are_clear(tmp_path, tiny_model, meta_server):
         load_loop_config(TINY, meta_judge="x")
     with pytest.raises(ValueError, match=r"unknown field\(s\) \['bogus'\]"):
         load_loop_config(TINY, generator="g", meta_judge="x", bogus=1)
-    with pytest.raises(ValueError, match=r"preference config: unknown field\(s\) \['max_pairs'\]"):
+    with pytest.raises(ValueError, match=r"tiny.yaml: loop.preferences: unknown field\(s\) \['max_pairs'\]"):
         load_loop_config(TINY, generator="g", meta_judge="x", preferences={"max_pairs": 3})
     with pytest.raises(ValueError, match="generator_backend"):
         load_loop_config(TINY, generator="g", meta_judge="x", generator_backend="litellm")
@@ -275,7 +275,7 @@ def test_offline_default_shortened_trains_smollm2_on_its_own_list_rubrics(tmp_pa
 
     from datasets import load_from_disk
 
-    from rubric_reward.generation.generate import GenerationConfig, parse_rubric
+    from rubric_reward.generation import GenerationConfig, parse_rubric
 
     out = tmp_path / "loop"
     cmd = [sys.executable, "-m", "rubric_reward.cli", "dpo-loop", "--config", "configs/dpo/offline_default.yaml",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import time
@@ -96,13 +97,20 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[RubricDPOArguments, A
         # flags given later on the command line still win.
         log.warning("no CUDA: training on CPU in float32 (use_cpu, no bf16/fp16)")
         argv = ["--use_cpu", "True", "--bf16", "False", "--fp16", "False", *argv]
-    script, training, model, from_config, from_cli = parser.parse_args_and_config(
-        argv, return_remaining_strings=True, separate_remaining_strings=True
-    )
+    def error(message: str) -> None:  # argparse would print usage and exit; one line naming the key instead
+        m = re.match(r"argument --(\w+)(?:/--\w+)*: (.*)", message)
+        raise ValueError(f"field {m.group(1)!r}: {m.group(2)}" if m else message)
+
+    parser.error = error  # type: ignore[method-assign]
+    try:
+        script, training, model, from_config, from_cli = parser.parse_args_and_config(
+            argv, return_remaining_strings=True, separate_remaining_strings=True
+        )
+    except (TypeError, KeyError) as exc:  # a value TRL's dataclasses reject while they are built
+        raise ValueError(f"DPO settings: {exc}") from None
     unknown = [s[2:] for s in from_config[::2] if s[2:] not in FOREIGN_KEYS]
     if unknown:
-        raise ValueError(f"config: unknown key(s) {unknown} (not fields of RubricDPOArguments, DPOConfig or "
-                         "ModelConfig)")
+        raise ValueError(f"unknown key(s) {unknown} (not fields of RubricDPOArguments, DPOConfig or ModelConfig)")
     if from_cli:
         raise ValueError(f"unknown command-line argument(s): {' '.join(from_cli)}")
     return script, training, model
