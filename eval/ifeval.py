@@ -119,7 +119,7 @@ def _select(rows: list[Any], limit: int | None) -> list[Any]:
 
 def _pairs_from_file(rows: list[Any], all_rows: list[Any], path: str, allow_missing: bool) -> list[tuple[Any, str]]:
     """Match a responses file against all prompts, then keep the selected ones."""
-    from rubric_reward.checks.ifeval_data import match_responses
+    from rubric_reward.evaluation.ifeval_prompts import match_responses
 
     if not Path(path).is_file():
         raise FileNotFoundError(f"no responses file at {path}")
@@ -152,7 +152,7 @@ def _generate(rows: list[Any], args: argparse.Namespace, adapter: str | None) ->
 def _score(name: str, pairs: list[tuple[Any, str]], out_dir: Path, args: argparse.Namespace,
            source: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """Strip think blocks, write responses.jsonl, score, write the system's files."""
-    from rubric_reward.ifeval_report import evaluate_system, write_system
+    from rubric_reward.evaluation.ifeval_report import evaluate_system, write_system
     from rubric_reward.rollouts import strip_think
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -174,8 +174,8 @@ def _score(name: str, pairs: list[tuple[Any, str]], out_dir: Path, args: argpars
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Do the work for parsed ``args``; return what was written (summaries and comparison)."""
-    from rubric_reward.checks.ifeval_data import load_ifeval
-    from rubric_reward.ifeval_report import overall_table, summary_table, write_comparison
+    from rubric_reward.evaluation.ifeval_prompts import load_ifeval
+    from rubric_reward.evaluation.ifeval_report import overall_table, summary_table, write_comparison
 
     all_rows = load_ifeval(args.data)
     rows = _select(all_rows, args.limit)

@@ -19,7 +19,7 @@ _EXPORTS = {
     "JudgeConfig": "judges.config", "Judge": "judges.judge",
     "Grader": "grader", "GradingConfig": "grader",
     "Scorer": "scorer",
-    "EvalConfig": "runner", "run_eval": "runner", "SQLiteCache": "cache",
+    "EvalConfig": "evaluation.config", "run_eval": "evaluation.runner", "SQLiteCache": "judges.cache",
 }
 
 __all__ = [*_EXPORTS, "__version__"]

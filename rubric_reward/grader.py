@@ -87,7 +87,7 @@ class Grader:
         """Grade one item; failures come back as data, never as exceptions."""
         try:
             if self.config.screen_degenerate and rubric.judged:
-                reason = screen_response(item.response, item.prompt, phrases=self.config.screen_phrases)
+                reason = screen_response(item.response, item.prompt, rubric=rubric, phrases=self.config.screen_phrases)
                 if reason is not None:
                     return _screened(rubric, item, reason)
             return await self._grade(rubric, item)

@@ -31,6 +31,7 @@ from typing import Any, Literal
 __all__ = ["BACKENDS", "VLLM_INSTALL_HINT", "Prompt", "generate_responses", "strip_think", "to_messages"]
 
 from .models import resolve_model as _resolve  # hub ids, local folders, the bundled default model
+from .progress import Progress
 
 Prompt = str | Sequence[Mapping[str, Any]]
 Backend = Literal["transformers", "vllm", "openai"]
@@ -107,22 +108,6 @@ def generate_responses(
     return texts if keep_think else [strip_think(t) for t in texts]
 
 
-# ------------------------------------------------------------------------------------------ progress
-
-
-def _progress(total: int, description: str, enabled: bool) -> tuple[Callable[[int], None], Callable[[], None]]:
-    """(advance, close) for a rich progress bar, or no-ops."""
-    if not enabled:
-        return (lambda n: None), (lambda: None)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   transient=False)
-    task = bar.add_task(description, total=total)
-    bar.start()
-    return (lambda n: bar.advance(task, n)), bar.stop
-
-
 # ------------------------------------------------------------------------------------------ transformers
 
 
@@ -184,8 +169,7 @@ def _generate_transformers(conversations: list[list[dict[str, Any]]], model: str
     order = sorted(range(len(texts)), key=lambda i: -lengths[i])  # similar lengths share a batch
     eos = _eos_ids(lm, tok)
     out: list[str] = [""] * len(texts)
-    advance, close = _progress(len(texts), "generating", progress)
-    try:
+    with Progress("generating", len(texts), enabled=progress) as bar:
         for start in range(0, len(order), batch_size):
             batch = order[start:start + batch_size]
             enc = tok([texts[i] for i in batch], return_tensors="pt", padding=True,
@@ -196,9 +180,7 @@ def _generate_transformers(conversations: list[list[dict[str, Any]]], model: str
             for i, row in zip(batch, generated[:, enc["input_ids"].shape[1]:].tolist(), strict=True):
                 cut = next((j for j, t in enumerate(row) if t in eos), len(row))
                 out[i] = tok.decode(row[:cut], skip_special_tokens=True)
-            advance(len(batch))
-    finally:
-        close()
+            bar.advance(len(batch))
     return out
 
 
@@ -244,7 +226,7 @@ def _generate_openai(conversations: list[list[dict[str, Any]]], model: str, base
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    advance, close = _progress(len(conversations), "generating", progress)
+    bar = Progress("generating", len(conversations), enabled=progress)
 
     async def run() -> list[str]:
         import aiohttp
@@ -268,15 +250,13 @@ def _generate_openai(conversations: list[list[dict[str, Any]]], model: str, base
                     content = json.loads(text)["choices"][0]["message"]["content"]
                 except (ValueError, KeyError, IndexError, TypeError):
                     raise RuntimeError(f"{url} returned an unexpected body: {text[:300]}") from None
-                advance(1)
+                bar.advance()
                 return content or ""
 
             return list(await asyncio.gather(*(one(m) for m in conversations)))
 
-    try:
+    with bar:
         return _run_coroutine(run)
-    finally:
-        close()
 
 
 def _run_coroutine(factory: Callable[[], Any]) -> Any:

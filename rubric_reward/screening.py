@@ -5,9 +5,19 @@ draw false positives even from strong judges, and a policy under RL finds such "
 A screened response gets the rubric's minimum score without any judge call; the grader records the
 reason on the result (``ScoreResult.metadata["screened"]``).
 
-Degenerate means: empty, whitespace only, punctuation/symbols only, a bare opener phrase (the list
-below, compared case-insensitively and without surrounding markdown or punctuation), or text that only
-repeats the prompt (the whole prompt or its last user turn, once or several times).
+Text is compared as words after folding: NFKC/NFKD compatibility forms (fullwidth and styled
+letters become plain ones), case folded, format characters (zero-width spaces, joiners, soft
+hyphens) and combining marks dropped; a response that is one unit repeated is read as that unit.
+Degenerate means:
+
+- ``empty``, ``whitespace``, ``punctuation``: no word at all;
+- ``master_key``: only bare openers (:data:`MASTER_KEYS`, or the grader's ``screen_phrases``);
+- ``rubric_echo``: only the rubric's own text (criterion names, requirements, option labels and
+  descriptions, guidelines, verdict labels), with openers, numbers and rubric field names between;
+- ``prompt_echo``: after any leading openers, a run of words the prompt already holds (the whole
+  prompt, its last turn, the phrase an instruction asks to end with, a word of the task). Not
+  screened: numbers, a single character (an option letter), and an alternative the prompt offers
+  (``yes or no``, ``A, B or C``, ``x/y``, a labelled list line such as ``B) Lyon``).
 """
 
 from __future__ import annotations
@@ -28,58 +38,155 @@ MASTER_KEYS: tuple[str, ...] = (
     "解", "解答", "答案", "かいせつ", "解説", "respuesta", "solución", "réponse", "antwort", "lösung",
 )
 
-_SPACE = re.compile(r"\s+")
-_EDGE = re.compile(r"^[\W_]+|[\W_]+$", re.UNICODE)
+# Words of a serialised rubric that carry none of its content (YAML/JSON field names, enum values).
+_RUBRIC_FIELDS = frozenset(
+    "rubric criteria criterion name requirement requirements weight kind options option label value "
+    "description guidelines check kwargs allow abstain binary ordinal nominal true false null none".split())
+
+# Han and kana run without spaces: each character is a word of its own.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_WORD = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
+_SENTENCE_END = re.compile(r"[.?!;:\n。？！；：]")
+_LIST_LABEL = re.compile(r"^(?:[^\W\d_]|\d{1,2})$")  # "a", "B", "1", "12" before ")" or "."
+_BULLET = re.compile(r"(?:^|\n)\s*[-*•+]\s*$")  # "- ", "* ", "• " opening a line
+_OR = frozenset({"or"})
+
+Words = tuple[str, ...]
 
 
-def _is_symbolic(text: str) -> bool:
-    """Only punctuation, symbols and separators (no letter, digit or mark)."""
-    return all(unicodedata.category(ch)[0] in "PSZC" for ch in text)
+def _fold(text: str) -> str:
+    """Compatibility forms, case folded, without format characters or combining marks."""
+    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
+    return "".join(ch for ch in text if unicodedata.category(ch) not in ("Cf", "Mn", "Me"))
 
 
-def _normal(text: str) -> str:
-    return _EDGE.sub("", _SPACE.sub(" ", text.casefold())).strip()
+@functools.lru_cache(maxsize=256)
+def _scan(text: str) -> tuple[Words, tuple[str, ...]]:
+    """The folded words of ``text`` and the separators around them (``len(words) + 1`` of them)."""
+    folded = _fold(text)
+    words, seps, pos = [], [], 0
+    for m in _WORD.finditer(folded):
+        seps.append(folded[pos:m.start()])
+        words.append(m.group())
+        pos = m.end()
+    seps.append(folded[pos:])
+    return tuple(words), tuple(seps)
 
 
-@functools.lru_cache(maxsize=32)
-def _phrase_set(phrases: tuple[str, ...]) -> frozenset[str]:
-    return frozenset(_normal(p) for p in phrases)
+def _words(text: str) -> Words:
+    return _scan(text)[0]
 
 
-def _prompt_texts(prompt: Any) -> list[str]:
-    """The prompt as a whole and its last user turn, normalised (empty ones left out)."""
-    if prompt is None:
-        return []
+def _unit(words: Words) -> Words:
+    """The shortest unit that ``words`` repeats (``words`` itself when it repeats none)."""
+    n = len(words)
+    for size in range(1, n // 2 + 1):
+        if n % size == 0 and words[:size] * (n // size) == words:
+            return words[:size]
+    return words
+
+
+@functools.lru_cache(maxsize=64)
+def _pieces(texts: tuple[str, ...]) -> frozenset[Words]:
+    return frozenset(w for w in map(_words, texts) if w)
+
+
+def _covered(words: Words, pieces: frozenset[Words]) -> bool:
+    """Whether ``words`` is a sequence of whole pieces (each any number of times)."""
+    vocab = {w for p in pieces for w in p}
+    if not words or any(w not in vocab for w in words):
+        return False
+    longest = max(map(len, pieces))
+    reach = [True] + [False] * len(words)
+    for i in range(len(words)):
+        if reach[i]:
+            for n in range(1, min(longest, len(words) - i) + 1):
+                if words[i:i + n] in pieces:
+                    reach[i + n] = True
+    return reach[-1]
+
+
+def _strip_openers(words: Words, keys: frozenset[Words]) -> Words:
+    while True:
+        head = max((k for k in keys if words[:len(k)] == k), key=len, default=None)
+        if head is None:
+            return words
+        words = words[len(head):]
+
+
+def _rubric_texts(rubric: Any) -> tuple[str, ...]:
+    texts = [rubric.guidelines]
+    for c in rubric.criteria:
+        texts += [c.name, c.requirement, *c.labels, *(o.description for o in c.options)]
+    return tuple(t for t in texts if t)
+
+
+def _prompt_text(prompt: Any) -> str:
     if isinstance(prompt, str):
-        texts = [prompt]
-    elif isinstance(prompt, Sequence):
-        turns = [str(m.get("content") or "") for m in prompt if isinstance(m, Mapping)]
-        users = [str(m.get("content") or "") for m in prompt if isinstance(m, Mapping) and m.get("role") == "user"]
-        texts = ["\n".join(turns)] + users[-1:]
-    else:
-        return []
-    return [t for t in (_normal(x) for x in texts) if t]
+        return prompt
+    if isinstance(prompt, Sequence):
+        return "\n".join(str(m.get("content") or "") for m in prompt if isinstance(m, Mapping))
+    return ""
 
 
-def _only_repeats(response: str, prompts: Iterable[str]) -> bool:
-    for p in prompts:
-        if p and p in response and _is_symbolic(response.replace(p, "")):
+def _offered(words: Words, seps: tuple[str, ...], start: int, end: int) -> bool:
+    """Whether ``words[start:end]`` is an alternative the prompt offers: next to "or" or "/", an
+    item of an "x, y or z" list, or a labelled list line ("B) Lyon", "- Lyon")."""
+    before, after = seps[start], seps[end]
+    if (start and words[start - 1] in _OR) or (end < len(words) and words[end] in _OR):
+        return True
+    if "/" in before.strip() or "/" in after.strip():
+        return True
+    if "," in after and not _SENTENCE_END.search(after):
+        for i in range(end, min(end + 12, len(words))):
+            if words[i] in _OR:
+                return True
+            if _SENTENCE_END.search(seps[i + 1]):
+                break
+    if not (end == len(words) or "\n" in after):
+        return False
+    for label in (start - 1, start):  # the label before the run, or the run's own first word
+        if 0 <= label < end - 1 and _LIST_LABEL.match(words[label]) and re.search(r"[).:]", seps[label + 1]) \
+                and (label == 0 or "\n" in seps[label]):
             return True
-    return False
+    return bool(_BULLET.search(before))
 
 
-def screen_response(response: str, prompt: Any = None, *, phrases: Iterable[str] | None = None) -> str | None:
+def _in_prompt(words: Words, prompt: str) -> bool:
+    """Whether ``words`` occurs in ``prompt`` as a run of whole words it does not offer as a choice."""
+    pwords, seps = _scan(prompt)
+    if words == _unit(pwords):
+        return True
+    if all(w.isdigit() for w in words) or (len(words) == 1 and len(words[0]) == 1):
+        return False
+    n = len(words)
+    return any(pwords[i:i + n] == words and not _offered(pwords, seps, i, i + n)
+               for i in range(len(pwords) - n + 1) if pwords[i] == words[0])
+
+
+def screen_response(response: str, prompt: Any = None, *, rubric: Any = None,
+                    phrases: Iterable[str] | None = None) -> str | None:
     """Why ``response`` is degenerate (``"empty"``, ``"whitespace"``, ``"punctuation"``,
-    ``"master_key"``, ``"prompt_echo"``), or None when it deserves a judge."""
+    ``"master_key"``, ``"rubric_echo"``, ``"prompt_echo"``), or None when it deserves a judge.
+
+    ``prompt`` is a string or chat messages; ``rubric`` (a :class:`~rubric_reward.rubric.Rubric`)
+    enables the rubric-echo screen; ``phrases`` replaces :data:`MASTER_KEYS`."""
     if not response:
         return "empty"
     if not response.strip():
         return "whitespace"
-    if _is_symbolic(response):
+    words = _unit(_words(response))
+    if not words:
         return "punctuation"
-    norm = _normal(response)
-    if norm in _phrase_set(MASTER_KEYS if phrases is None else tuple(phrases)):
+    keys = _pieces(MASTER_KEYS if phrases is None else tuple(phrases))
+    if _covered(words, keys):
         return "master_key"
-    if _only_repeats(norm, _prompt_texts(prompt)):
+    if rubric is not None:
+        filler = keys | frozenset((w,) for w in words if w in _RUBRIC_FIELDS or w.isdigit())
+        if not _covered(words, filler) and _covered(words, _pieces(_rubric_texts(rubric)) | filler):
+            return "rubric_echo"
+    rest = _strip_openers(words, keys)
+    text = _prompt_text(prompt)
+    if rest and text and _in_prompt(_unit(rest), text):
         return "prompt_echo"
     return None

@@ -116,7 +116,7 @@ def config_dict(tmp: Path, server: JudgeServer, *, out: str = "run", judge: Mapp
 
 
 def eval_config(tmp: Path, server: JudgeServer, **kw: Any):
-    from rubric_reward.runner import EvalConfig
+    from rubric_reward.evaluation import EvalConfig
 
     return EvalConfig.from_dict(config_dict(tmp, server, **kw))
 

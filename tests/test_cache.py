@@ -12,13 +12,13 @@ import pytest
 from _runner_fixtures import RUBRIC, eval_config, read_results, serve, verdict_view, write_dataset
 
 from rubric_reward import prompts
-from rubric_reward.cache import SQLiteCache, cache_key, refreshing
+from rubric_reward.judges.cache import SQLiteCache, cache_key, refreshing
 from rubric_reward.items import Item
 from rubric_reward.judges.base import ChatReply, ChatRequest, TokenLogprob
 from rubric_reward.judges.config import JudgeConfig
 from rubric_reward.results import ErrorKind, JudgeError, Usage
 from rubric_reward.rubric import Rubric
-from rubric_reward.runner import run_eval
+from rubric_reward.evaluation.runner import run_eval
 
 CONFIG = JudgeConfig(model="m", base_url="http://127.0.0.1:9000/v1", api_key_env="RR_KEY_A")
 

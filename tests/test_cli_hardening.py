@@ -160,7 +160,7 @@ def test_ifeval_names_a_missing_adapter_before_loading_anything(tmp_path, capsys
 
 def test_ifeval_comparison_lists_unmatched_keys_as_numbers():
     from rubric_reward.checks.ifeval import IFEvalResult
-    from rubric_reward.ifeval_report import _aligned
+    from rubric_reward.evaluation.ifeval_report import _aligned
 
     def result(key):
         return IFEvalResult(prompt=f"p{key}", instruction_id_list=["punctuation:no_comma"],

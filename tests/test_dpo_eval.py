@@ -135,6 +135,10 @@ def test_bad_rows_get_clear_errors(tmp_path):
         load_helpsteer2(hs)
     with pytest.raises(FileNotFoundError, match="no such file or folder"):
         load_helpsteer2(tmp_path / "absent.jsonl")
+    jsonl = tmp_path / "hs.jsonl"  # a file's rows are named by their line (issue 21.7), blank lines counted
+    jsonl.write_text("\n".join([json.dumps(r) for r in _helpsteer_rows()[:2]] + ["", json.dumps(hs[3])]) + "\n")
+    with pytest.raises(ValueError, match=r"hs\.jsonl: line 4: field 'correctness' must be a number"):
+        load_helpsteer2(jsonl)
     with pytest.raises(ValueError, match="exactly one of 'model' or 'rubrics'"):
         EvalGeneratorConfig(judge="j", generators=[{"name": "x"}])
     with pytest.raises(ValueError, match="duplicate generator name"):

@@ -117,7 +117,7 @@ def test_transport_failure_is_recorded_not_raised():
 
 
 def test_k_candidates_are_distinct_samples_that_the_cache_does_not_collapse(tmp_path):
-    from rubric_reward.cache import SQLiteCache
+    from rubric_reward.judges.cache import SQLiteCache
 
     with _server(router()) as srv, SQLiteCache(tmp_path / "c.sqlite") as cache:
         cfg = JudgeConfig(model="gen", base_url=srv.base_url, seed=10)
@@ -158,8 +158,8 @@ def test_load_prompts_errors_are_clear(tmp_path):
     with pytest.raises(ValueError, match="empty.jsonl: no prompts"):
         load_prompts(empty)
     noprompt = tmp_path / "np.jsonl"
-    noprompt.write_text('{"prompt": "ok"}\n{"id": 3, "text": "where is the prompt"}\n')
-    with pytest.raises(ValueError, match=r"np.jsonl: line 2: no prompt"):
+    noprompt.write_text('{"prompt": "ok"}\n\n{"id": 3, "text": "where is the prompt"}\n')  # a blank line 2
+    with pytest.raises(ValueError, match=r"np.jsonl: line 3: no prompt"):
         load_prompts(noprompt)
     dup = tmp_path / "dup.jsonl"
     dup.write_text('{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}\n')

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from rubric_reward.prompts import requested_criteria
-from rubric_reward.runner import arun_eval, run_eval
+from rubric_reward.evaluation.runner import arun_eval, run_eval
 
 try:
     from ._runner_fixtures import eval_config, serve, write_dataset
@@ -68,7 +68,7 @@ def test_replies_paid_for_by_an_interrupted_invocation_are_billed_once_on_resume
 
 
 def test_a_run_killed_while_reporting_is_not_complete_and_the_next_run_rebuilds_the_report(tmp_path, monkeypatch):
-    import rubric_reward.report as report
+    import rubric_reward.evaluation.report as report
 
     write_dataset(tmp_path, n=3)
     real = report.write_report

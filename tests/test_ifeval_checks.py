@@ -21,7 +21,7 @@ from rubric_reward.checks.ifeval import (
     loose_variants,
     summarize,
 )
-from rubric_reward.checks.ifeval_data import (
+from rubric_reward.evaluation.ifeval_prompts import (
     IFEvalRow,
     ifeval_row_to_checks,
     load_ifeval,
@@ -468,7 +468,7 @@ def test_load_errors_name_line_and_field(tmp_path, record, message):
 def test_load_errors_for_bad_json_and_missing_file(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text("{not json}\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="line 1: invalid JSON"):
+    with pytest.raises(ValueError, match="bad.jsonl: line 1: not valid JSON"):
         load_ifeval(path)
     with pytest.raises(FileNotFoundError):
         load_ifeval(tmp_path / "missing.jsonl")

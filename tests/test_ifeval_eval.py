@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from rubric_reward.checks.ifeval import IFEvalResult
-from rubric_reward.checks.ifeval_data import load_ifeval
-from rubric_reward.ifeval_report import (
+from rubric_reward.evaluation.ifeval_prompts import load_ifeval
+from rubric_reward.evaluation.ifeval_report import (
     REFERENCE_FIELDS,
     SystemResults,
     compare,
@@ -288,7 +288,7 @@ def test_unmatched_response_rows_are_named(tmp_path, response_files, capsys):
     bad = _write_jsonl(tmp_path / "bad.jsonl", [{"prompt": "Not an IFEval prompt.", "response": "x"}])
     assert cli.main(["--data", str(data), "--responses", str(bad), "--out-dir", str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err
-    assert "bad.jsonl line 1" in err and "matches no IFEval row" in err
+    assert "bad.jsonl: line 1" in err and "matches no IFEval row" in err
     bad_key = _write_jsonl(tmp_path / "bad_key.jsonl", [{"key": 99999, "response": "x"}])
     assert cli.main(["--data", str(data), "--responses", str(bad_key), "--out-dir", str(tmp_path / "o")]) == 1
     assert "key 99999 matches no IFEval row" in capsys.readouterr().err

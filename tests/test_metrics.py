@@ -11,7 +11,7 @@ from scipy import stats as sps
 from sklearn.metrics import accuracy_score, cohen_kappa_score, confusion_matrix, precision_score, recall_score
 
 from rubric_reward import stats
-from rubric_reward.metrics import compute_metrics, human_score
+from rubric_reward.evaluation.run_metrics import compute_metrics, human_score
 from rubric_reward.rubric import Rubric
 from rubric_reward.scoring import Abstention, ScoringConfig
 
@@ -223,13 +223,13 @@ def test_krippendorff_alpha_over_ensemble_votes():
 
 # ---------------------------------------------------------------------------- comparing runs
 def _run(records):
-    from rubric_reward.metrics import RunData
+    from rubric_reward.evaluation.run_metrics import RunData
 
     return RunData(records, RUBRICS, {})
 
 
 def test_compare_runs_pairs_items_and_matches_the_stats_module():
-    from rubric_reward.compare import compare_many, compare_runs
+    from rubric_reward.evaluation.compare import compare_many, compare_runs
 
     a_records, b_records = synthetic(30, seed=1), synthetic(30, seed=1)
     rng = np.random.default_rng(9)

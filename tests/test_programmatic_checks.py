@@ -3,8 +3,8 @@
 import pytest
 
 from rubric_reward import JudgeConfig, Rubric, RubricError, Scorer
-from rubric_reward.checks import ifeval_row_to_rubric, run_check
-from rubric_reward.checks.ifeval_data import load_ifeval
+from rubric_reward.checks import run_check
+from rubric_reward.evaluation.ifeval_prompts import ifeval_row_to_rubric, load_ifeval
 
 HYBRID = Rubric.from_obj({"criteria": [
     {"name": "helpful", "requirement": "The answer is helpful.", "weight": 3},

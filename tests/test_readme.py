@@ -172,7 +172,7 @@ def check_yaml(code: str) -> None:
 
         load_rubric(obj)
     elif isinstance(obj, dict) and "data" in obj and "judges" in obj:
-        from rubric_reward.runner import EvalConfig
+        from rubric_reward.evaluation import EvalConfig
 
         EvalConfig.from_dict(obj)
     elif isinstance(obj, dict) and ("model" in obj or "judges" in obj):

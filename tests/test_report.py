@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from _runner_fixtures import REPO, eval_config, serve, write_dataset, write_jsonl
 
-from rubric_reward import cli_eval
-from rubric_reward.report import fmt
-from rubric_reward.runner import EvalConfig, run_eval
+from rubric_reward.cli import main as cli_main
+from rubric_reward.evaluation import EvalConfig, run_eval
+from rubric_reward.evaluation.formatting import fmt
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -79,12 +79,12 @@ def test_report_command_rebuilds_from_the_run_folder(run_dir, tmp_path):
     for name in ("report.md", "report.html", "metrics.json"):
         (copy / name).unlink()
     shutil.rmtree(copy / "plots")
-    assert cli_eval.main(["report", str(copy)]) == 0
+    assert cli_main(["report", str(copy)]) == 0
     assert json.loads((copy / "metrics.json").read_text()) == before
     assert (copy / "report.md").read_text() == (run_dir / "report.md").read_text()
     for p in (copy / "plots").glob("*.png"):
         assert_valid_png(p)
-    assert cli_eval.main(["report", str(tmp_path / "nowhere")]) == 2
+    assert cli_main(["report", str(tmp_path / "nowhere")]) == 2
 
 
 def test_report_without_human_labels(tmp_path):

@@ -56,7 +56,7 @@ def test_compare_paired_matches_stats_module():
     pairs_best = [t for t in best if t is not None]
     assert c["n"] == 30 and c["pairs"] == 29 and c["best"]["unscored"] == 1
     ci = paired_bootstrap_ci(pairs_best, pairs_base, n_resamples=500, seed=0)
-    assert c["difference"] == {"estimate": ci.estimate, "low": ci.low, "high": ci.high, "n": 29}
+    assert c["difference"] == ci.to_dict() and c["difference"]["n"] == 29
     assert c["wilcoxon"]["pvalue"] == wilcoxon_signed_rank(pairs_best, pairs_base).pvalue
     assert c["base"]["perfect"] == sum(1 for b in base if b >= 1.0)
     assert c["improved"] + c["worse"] + c["tied"] == 29 and c["worse"] == 0
@@ -99,8 +99,8 @@ def test_plot_monitor_writes_png_with_gaps(tmp_path):
 
 
 def _ifeval_systems():
-    from rubric_reward.checks.ifeval_data import load_ifeval
-    from rubric_reward.ifeval_report import evaluate_system
+    from rubric_reward.evaluation.ifeval_prompts import load_ifeval
+    from rubric_reward.evaluation.ifeval_report import evaluate_system
 
     rows = load_ifeval()[:12]
     base = evaluate_system("base", [(r, "Hello, world. This is a response, with commas.") for r in rows])
@@ -151,7 +151,7 @@ def test_write_summary_every_section(tmp_path):
 
 
 def test_write_summary_minimal_and_precomputed_ifeval(tmp_path):
-    from rubric_reward.ifeval_report import write_comparison
+    from rubric_reward.evaluation.ifeval_report import write_comparison
 
     base_sys, trained_sys = _ifeval_systems()
     write_comparison(tmp_path / "ifeval", base_sys, trained_sys, n_resamples=200)

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -27,11 +28,12 @@ from _runner_fixtures import (
     write_jsonl,
 )
 
-from rubric_reward import cli_eval
-from rubric_reward.datasets_io import DataError, FieldMap, load_items
+from rubric_reward.cli import main as cli_main
+from rubric_reward.evaluation import EvalConfig, run_eval
+from rubric_reward.evaluation.dataset import FieldMap, load_items
 from rubric_reward.prompts import template_hash
+from rubric_reward.rows import DataError
 from rubric_reward.rubric import Rubric
-from rubric_reward.runner import EvalConfig, run_eval
 from rubric_reward.testing.judge_server import Fault, FaultPlan
 
 # ---------------------------------------------------------------------------- datasets
@@ -110,6 +112,32 @@ def test_duplicate_ids_and_bad_json_lines_are_reported(tmp_path):
         load_items(tmp_path / "bad.jsonl", rubric=Rubric.from_obj(RUBRIC))
     with pytest.raises(DataError, match="no rubric"):
         load_items([{"response": "x"}])
+
+
+def test_file_errors_name_the_file_and_its_line_not_a_row_index(tmp_path):
+    """Issue 21.7: the second data line of a JSONL file (after a blank line: line 3) was "row 1"."""
+    rubric = Rubric.from_obj(RUBRIC)
+    (tmp_path / "a.jsonl").write_text('{"id": "a", "response": "x"}\n\n{"id": "b"}\n')
+    with pytest.raises(DataError, match=r"a\.jsonl: line 3: field 'response' is missing"):
+        load_items(tmp_path / "a.jsonl", rubric=rubric)
+    (tmp_path / "b.jsonl").write_text('{"id": "a", "response": "x"}\n{"id": "a", "response": "y"}\n')
+    with pytest.raises(DataError, match=r"b\.jsonl: line 2: field 'id': id 'a' already used by line 1"):
+        load_items(tmp_path / "b.jsonl", rubric=rubric)
+    (tmp_path / "c.csv").write_text("id,response\na,x\nb,\n")
+    with pytest.raises(DataError, match=r"c\.csv: line 3: field 'response' is missing"):
+        load_items(tmp_path / "c.csv", rubric=rubric)
+    items = load_items(tmp_path / "b.jsonl", FieldMap(id="nope"), rubric=rubric)
+    assert [(it.row, it.where) for it in items] == [(0, f"{tmp_path / 'b.jsonl'}: line 1"),
+                                                    (1, f"{tmp_path / 'b.jsonl'}: line 2")]
+
+
+def test_the_same_item_twice_is_named_by_its_lines(tmp_path):
+    write_dataset(tmp_path, n=1)
+    line = (tmp_path / "items.jsonl").read_text().splitlines()[0]
+    row = {k: v for k, v in json.loads(line).items() if k != "id"}
+    (tmp_path / "items.jsonl").write_text(json.dumps(row) + "\n\n" + json.dumps(row) + "\n")
+    with pytest.raises(DataError, match=r"items\.jsonl: line 3 is the same item as .*items\.jsonl: line 1"):
+        run_eval(eval_config(tmp_path, SimpleNamespace(base_url="http://127.0.0.1:9/v1")))  # fails before judging
 
 
 # ---------------------------------------------------------------------------- config
@@ -228,10 +256,10 @@ def test_budget_cap_stops_cleanly_and_a_rerun_continues(tmp_path, capsys):
         # Through the CLI: the same cap again judges three more and exits 3; no cap finishes the run.
         cfg = tmp_path / "run.yaml"
         cfg.write_text(yaml.safe_dump(config_dict(tmp_path, server, judge=prices, cache=None)))
-        assert cli_eval.main(["eval", "--config", str(cfg), "--max-cost", str(cap), "--quiet", "--no-report"]) == 3
+        assert cli_main(["eval", "--config", str(cfg), "--max-cost", str(cap), "--quiet", "--no-report"]) == 3
         assert len(read_results(tmp_path / "run")) == 6
         server.reset_stats()
-        assert cli_eval.main(["eval", "--config", str(cfg), "--quiet", "--no-report"]) == 0
+        assert cli_main(["eval", "--config", str(cfg), "--quiet", "--no-report"]) == 0
         assert server.requests == 4 * 3
     results = read_results(tmp_path / "run")
     assert len(results) == 10 and len({e["key"] for e in results}) == 10
@@ -257,7 +285,7 @@ def _spawn(config_path: Path, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with open(log, "ab") as err:
         return subprocess.Popen(
-            [sys.executable, "-m", "rubric_reward.cli_eval", "eval", "--config", str(config_path), "--quiet",
+            [sys.executable, "-m", "rubric_reward.cli", "eval", "--config", str(config_path), "--quiet",
              "--no-report"],
             env=env, stdout=subprocess.DEVNULL, stderr=err,
         )

@@ -63,7 +63,7 @@ def test_batching_matches_one_by_one(tiny_model):
 def test_generate_mode_runs_and_failures_are_parse_errors(tiny_model):
     cfg = JudgeConfig(model=tiny_model, backend="transformers", verdict_mode="generate", max_tokens=8)
     with Scorer(RUBRIC, cfg) as scorer:
-        result = scorer.score("Write an essay.", "An essay.")
+        result = scorer.score("Write an essay.", "Rivers shape the land they cross.")
     # a random tiny model cannot write JSON: every verdict is an explicit parse failure, never a score
     assert result.score is None
     assert {v.error.kind.value for v in result.verdicts if v.error} == {"parse"}
@@ -72,7 +72,8 @@ def test_generate_mode_runs_and_failures_are_parse_errors(tiny_model):
 def test_scorer_end_to_end_with_every_criterion_type(tiny_model):
     cfg = JudgeConfig(model=tiny_model, backend="transformers")
     with Scorer(RUBRIC, cfg) as scorer:
-        results = scorer.score_batch([("Write an essay.", "An essay."), ("Write a poem.", "A poem.")])
+        results = scorer.score_batch([("Write an essay.", "Rivers shape the land they cross."),
+                                       ("Write a poem.", "Roses bloom in spring.")])
     for result in results:
         assert result.ok and 0.0 <= result.score <= 1.0
         for v, c in zip(result.verdicts, RUBRIC.criteria):

@@ -11,15 +11,16 @@ one (any of the 8 response variants). A check yields MET (1.0) or UNMET (0.0) an
 criteria under the same weights and scoring rules; a rubric made only of checks needs no judge.
 
 ``rubric_reward.checks.ifeval`` holds the 25 IFEval instruction checkers and their strict/loose
-evaluation; ``rubric_reward.checks.ifeval_data`` loads the IFEval prompts and pairs them with responses.
+evaluation. This package knows no rubric (``rubric.py`` validates check criteria here); the IFEval prompts,
+their pairing with responses and a row as checks or a rubric are in ``rubric_reward.evaluation.ifeval_prompts``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["FAMILIES", "ifeval_row_to_rubric", "run_check", "validate_check"]
+__all__ = ["FAMILIES", "run_check", "validate_check"]
 
 FAMILIES = ("ifeval", "ifeval_loose")
 
@@ -58,20 +59,3 @@ def run_check(check: str, response: str, kwargs: Mapping[str, Any] | None = None
 
     fn = check_loose if family == "ifeval_loose" else strict
     return fn(name, response, kwargs or {}, _prompt_text(prompt))
-
-
-def ifeval_row_to_rubric(row: Any, *, loose: bool = False, extra_criteria: Sequence[Mapping[str, Any]] = ()) -> Any:
-    """A rubric with one check criterion per IFEval instruction of ``row`` (plus any extra criteria)."""
-    from ..rubric import Rubric
-    from .ifeval_data import ifeval_row_to_checks
-
-    checks = ifeval_row_to_checks(row)
-    family = "ifeval_loose" if loose else "ifeval"
-    names = [c["check"].split(":", 1)[1] for c in checks]
-    criteria = [
-        {"name": name if names.count(name) == 1 else f"{name}#{i + 1}",
-         "check": c["check"].replace("ifeval:", f"{family}:", 1), "kwargs": c["kwargs"]}
-        for i, (name, c) in enumerate(zip(names, checks, strict=True))
-    ]
-    key = row["key"] if isinstance(row, Mapping) else getattr(row, "key", "ifeval")
-    return Rubric.from_obj({"name": f"ifeval-{key}", "criteria": [*criteria, *extra_criteria]})

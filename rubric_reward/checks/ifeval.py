@@ -632,7 +632,7 @@ def evaluate_row(row: Any, response: str, *, loose: bool = False) -> IFEvalResul
 
 
 def evaluate(pairs: Iterable[tuple[Any, str]], *, loose: bool = False) -> list[IFEvalResult]:
-    """Evaluate ``(row, response)`` pairs, e.g. from ``ifeval_data.match_responses``."""
+    """Evaluate ``(row, response)`` pairs, e.g. from ``evaluation.ifeval_prompts.match_responses``."""
     return [evaluate_row(row, response, loose=loose) for row, response in pairs]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -19,10 +18,11 @@ class OfflinePrompt:
 
 def load_offline_prompts() -> list[OfflinePrompt]:
     """The bundled prompts with their (validated) rubrics."""
+    from ..rows import numbered_jsonl_rows
     from ..rubric import Rubric
 
-    text = resources.files(__name__).joinpath("offline/prompts.jsonl").read_text(encoding="utf-8")
-    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    with resources.as_file(resources.files(__name__).joinpath("offline/prompts.jsonl")) as path:
+        rows = [row for _, row in numbered_jsonl_rows(path)]
     return [
         OfflinePrompt(r["id"], r["prompt"], Rubric.from_obj(r["rubric"], source=f"offline prompt {r['id']!r}"))
         for r in rows

@@ -127,16 +127,16 @@ def write_train_prompts(config: EvalGeneratorConfig, path: str | Path) -> int:
 
 
 def _load_rubric_file(path: Path, name: str) -> dict[str, tuple[Rubric | None, str | None]]:
-    from ..datasets_io import DataError, jsonl_rows
+    from ..rows import DataError, numbered_jsonl_rows
 
     if not path.is_file():
         raise FileNotFoundError(f"generator {name!r}: no such rubrics file {path}")
     out: dict[str, tuple[Rubric | None, str | None]] = {}
     try:
-        rows = list(jsonl_rows(path))
+        rows = list(numbered_jsonl_rows(path))
     except DataError as exc:
         raise ValueError(str(exc)) from None
-    for n, row in enumerate(rows, 1):
+    for n, row in rows:
         rid = str(row.get("id", ""))
         if not rid:
             raise ValueError(f"{path}: line {n}: missing field 'id'")
@@ -189,7 +189,7 @@ def _leaks(spec: GeneratorSpec, tasks: Mapping[str, str]) -> int | None:
 
 def evaluate_generators(config: EvalGeneratorConfig) -> dict[str, Any]:
     """Run the evaluation (see the module docstring); returns the summary written to ``results.json``."""
-    from ..cache import SQLiteCache
+    from ..judges.cache import SQLiteCache
     from ..judges.judge import as_judges
     from ..scorer import Scorer
 

@@ -1,6 +1,5 @@
 """Statistics and outputs of ``eval-generator``: agreement and Spearman with bootstrap intervals, McNemar
-against the reference generator, the markdown table and the plot; plus the number formatting the
-generation reports share (:func:`fmt_num`, :func:`ci_text`, :func:`interval_dict`)."""
+against the reference generator, the markdown table and the plot."""
 
 from __future__ import annotations
 
@@ -8,18 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ci_text", "fmt_num", "interval_dict", "mcnemar_vs_reference", "pairwise_stats", "plot", "pointwise_stats",
-           "render_table"]
+from ..evaluation.formatting import ci_text, fmt, interval_dict
 
-
-def interval_dict(iv: Any) -> dict[str, Any]:
-    import math
-
-    d = iv.to_dict()
-    for k in ("estimate", "low", "high"):
-        if isinstance(d.get(k), float) and math.isnan(d[k]):
-            d[k] = None
-    return d
+__all__ = ["mcnemar_vs_reference", "pairwise_stats", "plot", "pointwise_stats", "render_table"]
 
 
 def pairwise_stats(rows: list[dict[str, Any]], config: Any) -> dict[str, Any]:
@@ -93,16 +83,6 @@ def mcnemar_vs_reference(results: dict[str, dict[str, Any]], reference: str) -> 
 
 
 
-def fmt_num(x: Any, digits: int = 3) -> str:
-    return "n/a" if x is None else f"{x:.{digits}f}"
-
-
-def ci_text(ci: Mapping[str, Any] | None) -> str:
-    if not ci or ci.get("low") is None:
-        return "n/a"
-    return f"[{ci['low']:.3f}, {ci['high']:.3f}]"
-
-
 def render_table(summary: Mapping[str, Any]) -> str:
     """The markdown table of ``results.json``."""
     conf = int(round(100 * summary["confidence"]))
@@ -123,10 +103,10 @@ def render_table(summary: Mapping[str, Any]) -> str:
         mc = summary["mcnemar"].get(name)
         lines.append(
             f"| {name} | {g['rubrics_ok']}/{g['rubrics_total']} | "
-            f"{fmt_num(pw and pw['accuracy'])} | {ci_text(pw and pw['ci'])} | "
+            f"{fmt(pw and pw['accuracy'])} | {ci_text(pw and pw['ci'], estimate=False)} | "
             f"{pw['decided'] if pw else 0} / {pw['n'] if pw else 0} | "
-            f"{'ref' if name == ref else fmt_num(mc and mc.get('pvalue_holm'), 4)} | "
-            f"{fmt_num(pt and pt['spearman'])} | {ci_text(pt and pt['ci'])} | "
+            f"{'ref' if name == ref else fmt(mc and mc.get('pvalue_holm'), 4)} | "
+            f"{fmt(pt and pt['spearman'])} | {ci_text(pt and pt['ci'], estimate=False)} | "
             f"{pt['scored'] if pt else 0} / {pt['n'] if pt else 0} | "
             f"{'n/a' if g['leaked'] is None else g['leaked']} |")
     leaked = {n: g["leaked"] for n, g in summary["generators"].items() if g["leaked"]}

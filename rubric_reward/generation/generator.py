@@ -112,7 +112,7 @@ class RubricGenerator:
     ``generator`` is anything :func:`~rubric_reward.judges.as_judges` takes that names one model (a
     model string, a JudgeConfig, a Judge, a one-judge YAML). A plain local model name gets
     ``verdict_mode: generate``. ``temperature`` overrides the config's (K candidates use 0.8).
-    ``cache`` is a :class:`~rubric_reward.cache.SQLiteCache` (or any ReplyCache), shared with judges.
+    ``cache`` is a :class:`~rubric_reward.judges.cache.SQLiteCache` (or any ReplyCache), shared with judges.
     """
 
     def __init__(self, generator: Any = None, *, config: GenerationConfig | Mapping[str, Any] | None = None,
@@ -129,7 +129,7 @@ class RubricGenerator:
 
     def fingerprint(self) -> str:
         """A hash of everything that decides what this generator writes (model, sampling, prompts)."""
-        from ..runner import judge_fingerprint
+        from ..judges.fingerprint import judge_fingerprint
 
         settings = {k: v for k, v in asdict(self.config).items() if k != "concurrency"}  # operational only
         blob = {"judge": judge_fingerprint(self.judge.config), "config": settings,

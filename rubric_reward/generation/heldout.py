@@ -27,7 +27,7 @@ from typing import Any
 
 from ..journal import write_atomic
 from ..rubric import Rubric
-from .evaluate_report import ci_text, fmt_num, interval_dict
+from ..evaluation.formatting import ci_text, fmt, interval_dict
 
 __all__ = ["compare_on_heldout", "generator_outcomes", "render_heldout_table", "summarize_outcomes"]
 
@@ -80,10 +80,10 @@ def generator_outcomes(spec: Any, rows: Sequence[Any], config: Any, folder: Path
 
 
 def _read_rubrics(path: Path) -> dict[tuple[str, int], tuple[Rubric | None, str | None]]:
-    from ..datasets_io import jsonl_rows
+    from ..rows import numbered_jsonl_rows
 
     out: dict[tuple[str, int], tuple[Rubric | None, str | None]] = {}
-    for row in jsonl_rows(path):
+    for _, row in numbered_jsonl_rows(path):
         rubric = Rubric.from_obj(row["rubric"], source=f"{path}: {row['id']}") if row.get("ok") else None
         out[(str(row["id"]), int(row.get("sample_index", 0)))] = (rubric, row.get("error"))
     return out
@@ -91,7 +91,7 @@ def _read_rubrics(path: Path) -> dict[tuple[str, int], tuple[Rubric | None, str 
 
 async def _score_all(rows: Sequence[Any], rubrics: Mapping[tuple[str, int], tuple[Rubric | None, str | None]],
                      judge_spec: Any, h: Any, cache_path: str | None) -> dict[str, Any]:
-    from ..cache import SQLiteCache
+    from ..judges.cache import SQLiteCache
     from ..scorer import Scorer
     from .generator import one_judge
 
@@ -197,7 +197,7 @@ def _verdict(r: Mapping[str, Any]) -> str:
     if d["high"] is not None and d["high"] < 0 and p < 0.05:
         return f"the trained generator agrees less with the labels: {d['estimate']:+.3f} [{d['low']:+.3f}, " \
                f"{d['high']:+.3f}], McNemar p = {p:.3g}"
-    return f"no difference distinguishable from zero: {d['estimate']:+.3f} {ci_text(d)}, McNemar p = {p:.3g}"
+    return f"no difference distinguishable from zero: {ci_text(d, signed=True)}, McNemar p = {p:.3g}"
 
 
 def render_heldout_table(results: Sequence[Mapping[str, Any]]) -> str:
@@ -222,10 +222,10 @@ def render_heldout_table(results: Sequence[Mapping[str, Any]]) -> str:
 
     def row(name: str, g: Mapping[str, Any], r: Mapping[str, Any] | None) -> str:
         d = r["difference"] if r else None
-        return (f"| {name} | {g['valid']}/{g['rubrics']} | {fmt_num(g['agreement'])} | {ci_text(g['ci'])} | "
+        return (f"| {name} | {g['valid']}/{g['rubrics']} | {fmt(g['agreement'])} | {ci_text(g['ci'], estimate=False)} | "
                 f"{g['correct']} / {g['ties']} / {g['wrong']} | "
-                f"{'-' if d is None else fmt_num(d['estimate'])} | {'-' if d is None else ci_text(d)} | "
-                f"{'-' if r is None else fmt_num(r['pvalue'], 4)} | {fmt_num(g['mean_criteria'], 2)} | "
+                f"{'-' if d is None else fmt(d['estimate'])} | {'-' if d is None else ci_text(d, estimate=False)} | "
+                f"{'-' if r is None else fmt(r['pvalue'], 4)} | {fmt(g['mean_criteria'], 2)} | "
                 f"{pct(g['checkable_share'])} | {pct(g['exploitable_share'])} |")
 
     lines.append(row("base", first["base"], None))

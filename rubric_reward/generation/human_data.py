@@ -96,14 +96,15 @@ def split_ids(ids: Iterable[str], *, test_fraction: float = 0.5, seed: int = 0) 
 # ------------------------------------------------------------------------------------------ reading
 
 
-def _rows(source: Any, hub: str, split: str, where: str) -> tuple[str, list[Mapping[str, Any]]]:
-    """(description, rows) from ``"hub"``, a JSONL/JSON file, a save_to_disk folder, or a list of mappings."""
+def _rows(source: Any, hub: str, split: str, where: str) -> tuple[str, list[tuple[str, Mapping[str, Any]]]]:
+    """(description, [(location, row), ...]) from ``"hub"``, a JSONL/JSON file, a save_to_disk folder, or a
+    list of mappings; the location is ``"line N"`` in a JSONL file, ``"row N"`` (from 0) elsewhere."""
     if isinstance(source, list | tuple):
-        return where, list(source)
+        return where, _indexed(source)
     if source == "hub":
         from datasets import load_dataset
 
-        return f"{hub} ({split})", list(load_dataset(hub, split=split))
+        return f"{hub} ({split})", _indexed(load_dataset(hub, split=split))
     path = Path(str(source))
     if path.is_dir():
         from datasets import DatasetDict, load_from_disk
@@ -113,20 +114,24 @@ def _rows(source: Any, hub: str, split: str, where: str) -> tuple[str, list[Mapp
             if split not in data:
                 raise ValueError(f"{path}: no split {split!r} (splits: {sorted(data)})")
             data = data[split]
-        return str(path), list(data)
+        return str(path), _indexed(data)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file or folder (expected JSONL, JSON or a save_to_disk folder)")
     if path.suffix == ".json":
         data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, list):
             raise ValueError(f"{path}: a JSON file must hold a list of rows")
-        return str(path), data
-    from ..datasets_io import DataError, jsonl_rows
+        return str(path), _indexed(data)
+    from ..rows import DataError, numbered_jsonl_rows
 
     try:
-        return str(path), [dict(r) for r in jsonl_rows(path)]
+        return str(path), [(f"line {n}", dict(r)) for n, r in numbered_jsonl_rows(path)]
     except DataError as exc:
         raise ValueError(str(exc)) from None
+
+
+def _indexed(rows: Any) -> list[tuple[str, Mapping[str, Any]]]:
+    return [(f"row {n}", row) for n, row in enumerate(rows)]
 
 
 def _messages(value: Any, where: str) -> list[dict[str, str]]:
@@ -178,8 +183,8 @@ def load_mt_bench(source: Any = "hub", *, split: str = "human", turns: Sequence[
     groups: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
     convs: dict[tuple, tuple[list, list]] = {}
     dropped: Counter[str] = Counter()
-    for n, row in enumerate(rows):
-        at = f"{where}: row {n}"
+    for n, (loc, row) in enumerate(rows):
+        at = f"{where}: {loc}"
         for f in ("question_id", "model_a", "model_b", "winner", "conversation_a", "conversation_b"):
             if row.get(f) in (None, ""):
                 raise ValueError(f"{at}: missing field {f!r}")
@@ -247,8 +252,8 @@ def load_helpsteer2(source: Any = "hub", *, split: str = "validation") -> list[P
     if not rows:
         raise ValueError(f"{where}: no rows")
     out = []
-    for n, row in enumerate(rows):
-        at = f"{where}: row {n}"
+    for n, (loc, row) in enumerate(rows):
+        at = f"{where}: {loc}"
         prompt, response = row.get("prompt"), row.get("response")
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError(f"{at}: missing field 'prompt'")

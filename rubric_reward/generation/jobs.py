@@ -14,50 +14,18 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..judges.base import ReplyCache
+from ..progress import Progress
 
-__all__ = ["Progress", "job_cache", "run_batch"]
+__all__ = ["job_cache", "run_batch"]
 
 T = TypeVar("T")
-
-
-class Progress:
-    """A rich progress bar on stderr (silent when disabled): ``label``, done/total, ETA, cost, failures."""
-
-    def __init__(self, label: str, total: int, done: int = 0, *, enabled: bool = True):
-        self.label, self.total, self.done, self.enabled = label, total, done, enabled
-        self.cost, self.failed = 0.0, 0
-        self._p: Any = None
-
-    def __enter__(self) -> Progress:
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-            from rich.progress import Progress as RichProgress
-
-            self._p = RichProgress(
-                TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                TextColumn("ETA"), TimeRemainingColumn(), TextColumn("cost ${task.fields[cost]:.4f}"),
-                TextColumn("[red]{task.fields[failed]} failed"), console=Console(stderr=True))
-            self._p.start()
-            self._task = self._p.add_task(self.label, total=self.total, completed=self.done, cost=0.0, failed=0)
-        return self
-
-    def advance(self, cost: float = 0.0, failed: bool = False) -> None:
-        self.cost += cost
-        self.failed += int(failed)
-        if self._p is not None:
-            self._p.update(self._task, advance=1, cost=self.cost, failed=self.failed)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._p is not None:
-            self._p.stop()
 
 
 @contextmanager
 def job_cache(cache: str | Path | ReplyCache | None, default: Path) -> Iterator[ReplyCache | None]:
     """The reply cache of a job: ``"auto"`` opens ``default`` (the judges' SQLite format), a path opens
     that file, None is no cache, a ReplyCache is used as is; a cache opened here is closed on exit."""
-    from ..cache import SQLiteCache
+    from ..judges.cache import SQLiteCache
 
     own = None
     if cache == "auto":
@@ -83,7 +51,7 @@ def run_batch(label: str, todo: Sequence[T], work: Callable[[T], Awaitable[tuple
         async def one(item: T) -> None:
             async with sem:
                 cost, failed = await work(item)
-            bar.advance(cost, failed=failed)
+            bar.advance(cost=cost, failed=failed)
 
         try:
             await asyncio.gather(*(one(x) for x in todo))
@@ -91,5 +59,5 @@ def run_batch(label: str, todo: Sequence[T], work: Callable[[T], Awaitable[tuple
             for close in aclose:
                 await close()
 
-    with Progress(label, total, total - len(todo), enabled=progress) as bar:
+    with Progress(label, total, total - len(todo), enabled=progress, cost=True, failures=True) as bar:
         asyncio.run(main(bar))

@@ -95,7 +95,7 @@ async def _sample(judge: Any, prompts: Sequence[Mapping[str, Any]], n: int, max_
             raise RuntimeError(f"{p['id']}: sampling failed: {reply.error}")
         return (reply.text or "").strip()
 
-    from .jobs import Progress
+    from ..progress import Progress
 
     with Progress("sampling completions", len(prompts) * n) as bar:
         async def tracked(p: Mapping[str, Any], s: int) -> str:

@@ -268,7 +268,7 @@ def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, 
     ``config.temperature``). ``cache="auto"`` keeps the reply cache in ``out_dir/cache.sqlite``.
     """
     from ..journal import write_atomic
-    from ..runner import judge_fingerprint
+    from ..judges.fingerprint import judge_fingerprint
 
     cfg = config if isinstance(config, PreferenceConfig) else PreferenceConfig.from_dict(config)
     rows = load_prompts(prompts)

@@ -27,7 +27,7 @@ class PromptRow:
 def load_prompts(source: str | Path | Sequence[Any]) -> list[PromptRow]:
     """Prompts from a JSONL file (field ``prompt``, ``conversation`` or ``messages``; optional ``id``)
     or from a list of strings / mappings. Errors name the file and line."""
-    from ..datasets_io import DataError, jsonl_rows
+    from ..rows import DataError, numbered_jsonl_rows
 
     where = str(source) if isinstance(source, str | Path) else "prompts"
     if isinstance(source, str | Path):
@@ -35,7 +35,7 @@ def load_prompts(source: str | Path | Sequence[Any]) -> list[PromptRow]:
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such prompts file")
         try:
-            rows = [(n, r) for n, r in enumerate(jsonl_rows(path), 1)]
+            rows = list(numbered_jsonl_rows(path))
         except DataError as exc:
             raise ValueError(str(exc)) from None
         label = "line"
@@ -49,8 +49,8 @@ def load_prompts(source: str | Path | Sequence[Any]) -> list[PromptRow]:
             raise ValueError(f"prompts: row {bad}: expected a string, a PromptRow or a mapping with 'prompt'")
         label = "row"
     out, seen = [], set()
-    for n, row in rows:
-        prompt = next((row[k] for k in ("prompt", "conversation", "messages") if row.get(k) not in (None, "", [])),
+    for k, (n, row) in enumerate(rows, 1):  # n: the line (file) or row; k numbers default ids
+        prompt = next((row[f] for f in ("prompt", "conversation", "messages") if row.get(f) not in (None, "", [])),
                       None)
         if prompt is None:
             raise ValueError(f"{where}: {label} {n}: no prompt (expected a non-empty field 'prompt', "
@@ -59,7 +59,7 @@ def load_prompts(source: str | Path | Sequence[Any]) -> list[PromptRow]:
             task_text(prompt)
         except ValueError as exc:
             raise ValueError(f"{where}: {label} {n}: {exc}") from None
-        pid = str(row.get("id", f"row{n}"))
+        pid = str(row.get("id", f"row{k}"))
         if pid in seen:
             raise ValueError(f"{where}: {label} {n}: duplicate id {pid!r}")
         seen.add(pid)

@@ -73,7 +73,7 @@ class ReplyCache(Protocol):
     parameters, messages, schema, sample index) and never on secrets; they store only successes.
     A hit normally costs nothing new (the transport zeroes its cost); a hit returned with
     ``cached=True`` *and* a non-zero ``cost`` is billed to the caller now, once (a reply paid for
-    by a killed invocation of the same run, see :class:`~rubric_reward.cache.SQLiteCache`).
+    by a killed invocation of the same run, see :class:`~rubric_reward.judges.cache.SQLiteCache`).
     """
 
     async def get(self, config: Any, request: ChatRequest) -> ChatReply | None: ...

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..datasets_io import DataError, DataSource, read_rows
+from ..rows import DataError, DataSource, read_rows
 
 __all__ = [
     "ADVANCEDIF",

@@ -370,8 +370,8 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
 
 def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: Path, *, seed: int = 0) -> dict:
     """IFEval base vs trained (``eval/ifeval.py``'s machinery) on all prompts or a seeded subset."""
-    from ..checks.ifeval_data import load_ifeval
-    from ..ifeval_report import evaluate_system, write_comparison, write_system
+    from ..evaluation.ifeval_prompts import load_ifeval
+    from ..evaluation.ifeval_report import evaluate_system, write_comparison, write_system
 
     rows = load_ifeval()
     if recipe.ifeval_limit and recipe.ifeval_limit < len(rows):

@@ -14,7 +14,7 @@ plots into the run folder:
 * **Selection split** (the monitor's records): every checkpoint looked at against the base model, with the
   paired Wilcoxon p-value per checkpoint and its Holm adjustment across all checkpoints looked at. This is the
   Autorubric paper's situation (best of ten on one split): the nominal p-value of the best one is optimistic.
-* **IFEval transfer** (optional): ``rubric_reward.ifeval_report``'s comparison (strict/loose, prompt and
+* **IFEval transfer** (optional): ``rubric_reward.evaluation.ifeval_report``'s comparison (strict/loose, prompt and
   instruction level with bootstrap intervals and McNemar, per-type deltas with Holm).
 
 :func:`plot_monitor` draws ``monitor.png`` (selection score with its interval, and mean length, against step);
@@ -30,6 +30,12 @@ import numbers
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from ..evaluation.formatting import ci_text as _ci_text
+from ..evaluation.formatting import fmt as _fmt
+from ..evaluation.formatting import interval_dict as _interval
+from ..evaluation.formatting import jsonable as _jsonable
+from ..evaluation.formatting import pvalue as _p
 
 __all__ = ["compare_paired", "load_selection_scores", "plot_monitor", "plot_score_distributions",
            "rebuild_summary", "selection_table", "write_summary"]
@@ -69,8 +75,6 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
-def _interval(ci: Any) -> dict[str, Any]:
-    return {"estimate": ci.estimate, "low": ci.low, "high": ci.high, "n": ci.n}
 
 
 def compare_paired(base: Sequence[Any], best: Sequence[Any], *, metric: str = "score",
@@ -267,23 +271,10 @@ def plot_score_distributions(path: str | Path, comparisons: Mapping[str, tuple[S
 
 
 # ------------------------------------------------------------------------------------------- summary
-def _fmt(x: Any, digits: int = 3) -> str:
-    from ..report import fmt
-
-    return fmt(x, digits)
 
 
-def _ci_text(ci: Mapping[str, Any] | None, signed: bool = False) -> str:
-    if not ci or ci.get("estimate") is None:
-        return "n/a"
-    f = (lambda v: "n/a" if v is None else f"{v:+.3f}") if signed else _fmt
-    if ci.get("low") is None:
-        return f"{f(ci['estimate'])} [n/a]"
-    return f"{f(ci['estimate'])} [{f(ci['low'])}, {f(ci['high'])}]"
 
 
-def _p(p: float | None) -> str:
-    return "n/a" if p is None else f"{p:.3g}"
 
 
 def write_summary(
@@ -316,7 +307,7 @@ def write_summary(
     ``splits``: rows per split. ``meta``: anything JSON-able to record (model, dataset, timings).
     """
     from ..journal import write_atomic
-    from ..report import Heading, Image, Para, Table, render_html, render_markdown
+    from ..evaluation import Heading, Image, Para, Table, render_html, render_markdown
 
     out = Path(run_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -441,7 +432,7 @@ def _perfect(rec: Mapping[str, Any]) -> str:
 
 def _ifeval(out: Path, ifeval: Mapping[str, Any], n_resamples: int, confidence: float, seed: int) -> dict[str, Any]:
     """Normalise the IFEval input to the comparison dict (comparison.json's content) plus where its files are."""
-    from ..ifeval_report import write_comparison
+    from ..evaluation import write_comparison
 
     if "comparison" not in ifeval and {"base", "trained"} <= set(ifeval):
         folder = out / "ifeval"
@@ -471,7 +462,7 @@ def _ifeval(out: Path, ifeval: Mapping[str, Any], n_resamples: int, confidence: 
 
 def _ifeval_blocks(data: Mapping[str, Any], confidence: float, Heading: Any, Para: Any, Table: Any,
                    Image: Any) -> list[Any]:
-    from ..ifeval_report import GroupComparison, LevelComparison, ModeComparison, overall_table
+    from ..evaluation import GroupComparison, LevelComparison, ModeComparison, overall_table
 
     modes = {mode: ModeComparison(mode, LevelComparison(**c["prompt_level"]), LevelComparison(**c["instruction_level"]),
                                   [GroupComparison(**g) for g in c["per_instruction"]],
@@ -570,19 +561,6 @@ def _main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _jsonable(obj: Any) -> Any:
-    """NaN/inf become None (undefined), tuples lists, unknown objects their str."""
-    if isinstance(obj, float):
-        return None if math.isnan(obj) or math.isinf(obj) else obj
-    if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    if obj is None or isinstance(obj, str | int | bool):
-        return obj
-    if hasattr(obj, "to_dict"):
-        return _jsonable(obj.to_dict())
-    return str(obj)
 
 
 if __name__ == "__main__":

@@ -179,7 +179,7 @@ class RubricReward:
                 cfg = self.config
                 cache = None
                 if cfg.cache:
-                    from ..cache import SQLiteCache
+                    from ..judges.cache import SQLiteCache
 
                     cache = SQLiteCache(cfg.cache)
                 judges = as_judges(_with_base_url(cfg.judge, cfg.base_url), base_url=cfg.base_url, cache=cache) \

@@ -35,7 +35,7 @@ class RewardEngine:
         self.config = config = ServeConfig.load(config)
         self.cache = None
         if config.cache:
-            from ..cache import SQLiteCache
+            from ..judges.cache import SQLiteCache
 
             self.cache = SQLiteCache(config.cache)
         judges = as_judges(config.judge, base_url=config.base_url, cache=self.cache) if config.judge is not None else []

@@ -21,7 +21,7 @@ from .agreement import (
     quadratic_weighted_kappa,
     spearman,
 )
-from .compare import (
+from .inference import (
     McNemarResult,
     bootstrap_ci,
     cohens_d,

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .journal import write_atomic
-from .metrics import RunData, compute_metrics, item_scores, load_run
+from ..journal import write_atomic
+from .formatting import ci_text, fmt, markdown_table
+from .run_metrics import RunData, compute_metrics, item_scores, load_run
 
-__all__ = ["build_report", "fmt", "rebuild_report", "write_report"]
+__all__ = ["Block", "Heading", "Image", "Para", "Table", "build_report", "rebuild_report", "render_html",
+           "render_markdown", "write_report"]
 
 MAX_PLOTTED = 40  # criteria in the bar chart and with a confusion plot (the most-labelled ones)
 
@@ -50,27 +52,6 @@ class Image:
 
 
 Block = Heading | Para | Table | Image
-
-
-def fmt(x: Any, digits: int = 3) -> str:
-    """A number for a report; None (an undefined statistic) is "n/a"."""
-    if x is None:
-        return "n/a"
-    if isinstance(x, bool):
-        return str(x).lower()
-    if isinstance(x, int):
-        return str(x)
-    if isinstance(x, float):
-        return f"{x:.{digits}f}"
-    return str(x)
-
-
-def _ci(ci: Mapping[str, Any] | None) -> str:
-    if not ci or ci.get("estimate") is None:
-        return "n/a"
-    if ci.get("low") is None:
-        return f"{fmt(ci['estimate'])} [n/a]"
-    return f"{fmt(ci['estimate'])} [{fmt(ci['low'])}, {fmt(ci['high'])}]"
 
 
 def _test(t: Mapping[str, Any] | None) -> str:
@@ -200,7 +181,7 @@ def build_report(run_dir: str | Path, metrics: Mapping[str, Any], run: RunData) 
         Table(["statistic", "value"], [
             ["decisions (item x criterion with a human label)", fmt(o["n_decisions"])],
             ["failed judge verdicts (excluded)", fmt(o["n_failed"])],
-            [f"exact accuracy [95% CI, clusters: {o['ci_clusters']}]", _ci(o["exact_ci"])],
+            [f"exact accuracy [95% CI, clusters: {o['ci_clusters']}]", ci_text(o["exact_ci"])],
             ["Cohen's kappa, binary criteria pooled", fmt(o["kappa_binary_pooled"])],
             ["mean exact accuracy over criteria", fmt(o["macro_exact"])],
             ["mean Cohen's kappa over criteria", fmt(o["macro_kappa"])],
@@ -217,7 +198,7 @@ def build_report(run_dir: str | Path, metrics: Mapping[str, Any], run: RunData) 
         Para("The human score is the score of the human labels under the same rubric and scoring."),
         Table(["pairs", "judge mean", "human mean", "mean bias (judge - human) [95% CI]", "Spearman rho",
                "Kendall tau", "EMD"],
-              [[fmt(s["n_pairs"]), fmt(s["judge_mean"]), fmt(s["human_mean"]), _ci(s["mean_bias_ci"]),
+              [[fmt(s["n_pairs"]), fmt(s["judge_mean"]), fmt(s["human_mean"]), ci_text(s["mean_bias_ci"]),
                 _test(s["spearman"]), _test(s["kendall"]), fmt(s["emd"])]]),
     ]
     pairs = item_scores(run.records, run.rubrics, run.scoring)
@@ -236,7 +217,7 @@ def build_report(run_dir: str | Path, metrics: Mapping[str, Any], run: RunData) 
         Table(["criterion", "kind", "weight", "n", "failed", "judge abstained", "exact [95% CI]", "adjacent",
                "kappa", "QWK", "Spearman", "Kendall", "mean bias", "EMD", "judges' alpha"],
               [[c["name"], c["kind"], fmt(c["weight"], 2), fmt(c["n"]), fmt(c["n_failed"]),
-                fmt(c["n_judge_abstained"]), _ci(c["exact_ci"]), fmt(c["adjacent"]), fmt(c["kappa"]),
+                fmt(c["n_judge_abstained"]), ci_text(c["exact_ci"]), fmt(c["adjacent"]), fmt(c["kappa"]),
                 fmt(c["qwk"]), _test(c["spearman"]), _test(c["kendall"]), fmt(c["mean_bias"]), fmt(c["emd"]),
                 fmt((c["krippendorff_alpha"] or {}).get("alpha"))] for c in crit]),
     ]
@@ -284,10 +265,6 @@ def build_report(run_dir: str | Path, metrics: Mapping[str, Any], run: RunData) 
 
 
 # ---------------------------------------------------------------------------- rendering
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(blocks: Sequence[Block]) -> str:
     out = []
     for b in blocks:
@@ -296,10 +273,7 @@ def render_markdown(blocks: Sequence[Block]) -> str:
         elif isinstance(b, Para):
             out.append(b.text)
         elif isinstance(b, Table):
-            lines = ["| " + " | ".join(_md_cell(h) for h in b.headers) + " |",
-                     "|" + "|".join("---" for _ in b.headers) + "|"]
-            lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in b.rows]
-            out.append("\n".join(lines))
+            out.append(markdown_table(b.headers, b.rows))
         elif isinstance(b, Image):
             out.append(f"![{b.alt}]({b.path})")
     return "\n\n".join(out) + "\n"

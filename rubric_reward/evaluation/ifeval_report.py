@@ -28,14 +28,15 @@ Writers: ``eval_results_{strict,loose}.jsonl`` rows exactly as the reference eva
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .checks.ifeval import IFEvalResult, IFEvalSummary, evaluate_row, summarize
-from .stats import holm_adjust, mcnemar_exact, paired_bootstrap_ci
+from ..checks.ifeval import IFEvalResult, IFEvalSummary, evaluate_row, summarize
+from ..progress import Progress
+from ..stats import holm_adjust, mcnemar_exact, paired_bootstrap_ci
+from .formatting import jsonable, markdown_table, pct, pvalue
 
 __all__ = [
     "MODES",
@@ -96,22 +97,11 @@ def evaluate_system(name: str, pairs: Iterable[tuple[Any, str]], *, meta: Mappin
     pairs = list(pairs)
     strict: list[IFEvalResult] = []
     loose: list[IFEvalResult] = []
-    bar = None
-    if progress:
-        from rich.progress import Progress
-
-        bar = Progress()
-        task = bar.add_task(f"scoring {name}", total=len(pairs))
-        bar.start()
-    try:
+    with Progress(f"scoring {name}", len(pairs), enabled=progress) as bar:
         for row, response in pairs:
             strict.append(evaluate_row(row, response))
             loose.append(evaluate_row(row, response, loose=True))
-            if bar is not None:
-                bar.advance(task)
-    finally:
-        if bar is not None:
-            bar.stop()
+            bar.advance()
     return SystemResults(name, strict, loose, dict(meta or {}))
 
 
@@ -139,22 +129,16 @@ def summary_dict(system: SystemResults) -> dict[str, Any]:
     return {**out, **system.meta}
 
 
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.2f}"
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def summary_table(summary: Mapping[str, Any]) -> str:
     """The headline table (level x strict/loose, in %) of a :func:`summary_dict`."""
     s, lo = summary["strict"], summary["loose"]
-    return _table(["level", "strict %", "loose %", "n"], [
-        ["prompt", _pct(s["prompt_level"]), _pct(lo["prompt_level"]), summary["num_prompts"]],
-        ["instruction", _pct(s["instruction_level"]), _pct(lo["instruction_level"]), summary["num_instructions"]],
+    return markdown_table(["level", "strict %", "loose %", "n"], [
+        ["prompt", pct(s["prompt_level"]), pct(lo["prompt_level"]), summary["num_prompts"]],
+        ["instruction", pct(s["instruction_level"]), pct(lo["instruction_level"]), summary["num_instructions"]],
     ])
 
 
@@ -163,8 +147,8 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
     s, lo = summary["strict"], summary["loose"]
     parts = [f"# IFEval: {summary['system']}", "", summary_table(summary), ""]
     for title, key in (("Per category", "per_category"), ("Per instruction type", "per_instruction")):
-        rows = [[name, t["total"], _pct(t["accuracy"]), _pct(lo[key][name]["accuracy"])] for name, t in s[key].items()]
-        parts += [f"## {title}", "", _table([key.split("_")[1], "n", "strict %", "loose %"], rows), ""]
+        rows = [[name, t["total"], pct(t["accuracy"]), pct(lo[key][name]["accuracy"])] for name, t in s[key].items()]
+        parts += [f"## {title}", "", markdown_table([key.split("_")[1], "n", "strict %", "loose %"], rows), ""]
     return "\n".join(parts)
 
 
@@ -312,12 +296,8 @@ def comparison_dict(base: SystemResults, trained: SystemResults, comparison: Map
     }
 
 
-def _signed(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:+.2f}"
 
 
-def _p(value: float) -> str:
-    return f"{value:.3g}"
 
 
 def overall_table(comparison: Mapping[str, ModeComparison], *, confidence: float = 0.95) -> str:
@@ -326,9 +306,10 @@ def overall_table(comparison: Mapping[str, ModeComparison], *, confidence: float
     rows = []
     for mode, c in comparison.items():
         for name, lv in (("prompt", c.prompt_level), ("instruction", c.instruction_level)):
-            rows.append([f"{name} ({mode})", lv.n, _pct(lv.base), _pct(lv.trained), _signed(lv.delta),
-                         f"[{_signed(lv.ci_low)}, {_signed(lv.ci_high)}]", lv.b, lv.c, _p(lv.pvalue)])
-    return _table(["level", "n", "base %", "trained %", "delta", f"{level}% CI", "b", "c", "p"], rows)
+            ci = f"[{pct(lv.ci_low, signed=True)}, {pct(lv.ci_high, signed=True)}]"
+            rows.append([f"{name} ({mode})", lv.n, pct(lv.base), pct(lv.trained), pct(lv.delta, signed=True), ci,
+                         lv.b, lv.c, pvalue(lv.pvalue)])
+    return markdown_table(["level", "n", "base %", "trained %", "delta", f"{level}% CI", "b", "c", "p"], rows)
 
 
 def comparison_markdown(comparison: Mapping[str, ModeComparison], *, confidence: float = 0.95,
@@ -341,20 +322,16 @@ def comparison_markdown(comparison: Mapping[str, ModeComparison], *, confidence:
              f"`*`: Holm-adjusted p < {alpha}.", "", overall_table(comparison, confidence=confidence), ""]
     for mode, c in comparison.items():
         for title, groups in (("instruction type", c.per_instruction), ("category", c.per_category)):
-            rows = [[g.name, g.n, _pct(g.base), _pct(g.trained), _signed(g.delta), g.b, g.c, _p(g.pvalue),
-                     _p(g.pvalue_holm) + (" *" if g.pvalue_holm < alpha else "")] for g in groups]
+            rows = [[g.name, g.n, pct(g.base), pct(g.trained), pct(g.delta, signed=True), g.b, g.c, pvalue(g.pvalue),
+                     pvalue(g.pvalue_holm) + (" *" if g.pvalue_holm < alpha else "")] for g in groups]
             parts += [f"## Per {title} ({mode})", "",
-                      _table([title, "n", "base %", "trained %", "delta", "b", "c", "p", "p (Holm)"], rows), ""]
+                      markdown_table([title, "n", "base %", "trained %", "delta", "b", "c", "p", "p (Holm)"], rows), ""]
     return "\n".join(parts)
 
 
 # --------------------------------------------------------------------------------------------- files
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
 def write_results_jsonl(path: str | Path, results: Iterable[IFEvalResult]) -> Path:
@@ -414,9 +391,9 @@ def write_delta_chart(path: str | Path, comparison: ModeComparison, *, alpha: fl
                         ha="left" if d >= 0 else "right", fontsize=11, fontweight="bold")
         ax.set_xlim(-1.15 * span, 1.15 * span)
         pl = comparison.prompt_level
-        ci = f"[{_signed(pl.ci_low)}, {_signed(pl.ci_high)}]"
+        ci = f"[{pct(pl.ci_low, signed=True)}, {pct(pl.ci_high, signed=True)}]"
         ax.set_xlabel("instruction accuracy delta, trained - base (points)")
-        ax.set_title(f"IFEval per-type deltas ({comparison.mode}); prompt-level {_signed(pl.delta)} {ci}\n"
+        ax.set_title(f"IFEval per-type deltas ({comparison.mode}); prompt-level {pct(pl.delta, signed=True)} {ci}\n"
                      f"* Holm-adjusted McNemar p < {alpha}", fontsize=9)
         fig.tight_layout()
         path = Path(path)
@@ -434,7 +411,7 @@ def write_comparison(out_dir: str | Path, base: SystemResults, trained: SystemRe
     out = Path(out_dir)
     comparison = compare(base, trained, n_resamples=n_resamples, confidence=confidence, seed=seed)
     data = comparison_dict(base, trained, comparison, n_resamples=n_resamples, confidence=confidence, seed=seed)
-    _write_text(out / "comparison.json", json.dumps(data, indent=2, default=_json_default))
+    _write_text(out / "comparison.json", json.dumps(jsonable(data), indent=2))
     _write_text(out / "comparison.md", comparison_markdown(comparison, confidence=confidence, alpha=alpha))
     write_delta_chart(out / "comparison.png", comparison["strict"], alpha=alpha)
     return comparison

@@ -1,9 +1,7 @@
-"""Command line: ``rubric-reward validate | score | eval | report | compare``.
+"""Scoring commands: ``rubric-reward validate RUBRIC...`` and ``rubric-reward score``.
 
-Exit status: 0 success; 1 some items unscored or failed (``score`` without ``--allow-failures``,
-``eval``: rerun to retry them), or some files invalid (``validate``); 2 a usage, configuration or
-data error (one line naming the file, entry and field); 3 ``eval`` stopped at the cost cap;
-130 interrupted.
+Exit status: 0 success; 1 some items unscored (``score`` without ``--allow-failures``) or some files
+invalid (``validate``); 2 a usage, configuration or data error (one line naming the file, entry and field).
 """
 
 from __future__ import annotations
@@ -16,11 +14,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main"]
+__all__ = ["register"]
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from .rubric import RubricError, load_rubric
+    from ..rubric import RubricError, load_rubric
 
     status = 0
     for path in args.rubric:
@@ -41,7 +39,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    from .datasets_io import DataError, numbered_jsonl_rows
+    from ..rows import DataError, numbered_jsonl_rows
 
     rows = []
     for n, row in numbered_jsonl_rows(path):
@@ -57,8 +55,8 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _judge_spec(args: argparse.Namespace) -> Any:
-    from .judges.config import JudgeConfig
-    from .models import DEFAULT_LOCAL_MODEL
+    from ..judges.config import JudgeConfig
+    from ..models import DEFAULT_LOCAL_MODEL
 
     if args.judge is None:
         return JudgeConfig(model=DEFAULT_LOCAL_MODEL, backend="transformers")
@@ -73,8 +71,8 @@ def _cmd_score(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Table
 
-    from .rubric import RubricError, load_rubric
-    from .scorer import Scorer
+    from ..rubric import RubricError, load_rubric
+    from ..scorer import Scorer
 
     console = Console(stderr=True)
     try:
@@ -165,17 +163,8 @@ def _criterion_table(rubric: Any, results: list[Any]) -> Any:
     return table
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
-
-    parser = argparse.ArgumentParser(
-        prog="rubric-reward", description="Turn rubrics into rewards.",
-        epilog="exit status: 0 ok; 1 some items unscored/failed or files invalid; 2 usage, config or data "
-               "error; 3 eval stopped at the cost cap; 130 interrupted",
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def register(sub: Any) -> None:
+    """Register ``validate`` and ``score`` on an argparse subparsers object."""
     p = sub.add_parser("validate", help="check rubric files and summarise them")
     p.add_argument("rubric", nargs="+", help="rubric YAML or JSON file(s)")
     p.set_defaults(func=_cmd_validate)
@@ -199,36 +188,3 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 0 even when some items are unscored (default: exit 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_score)
-
-    from .cli_eval import add_eval_commands
-
-    add_eval_commands(sub)
-    from .cli_serve import add_serve_command
-
-    add_serve_command(sub)
-    from .cli_generation import register as add_generation_commands
-
-    add_generation_commands(sub)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_command(args)
-
-
-def run_command(args: argparse.Namespace) -> int:
-    """Run a parsed command: usage, configuration and data errors become one line and exit 2."""
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except (ValueError, OSError, RuntimeError) as exc:  # never a traceback for bad input
-        text = str(exc) if not isinstance(exc, OSError) or not exc.filename else f"{exc.filename}: {exc.strerror}"
-        print(f"error: {text}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import stats
-from .metrics import RunData, load_run
+from .. import stats
+from .run_metrics import RunData, load_run
 
 __all__ = ["compare_many", "compare_runs", "compare_scores"]
 

@@ -3,7 +3,8 @@
 Each row holds a prompt (string or messages) or a conversation, a response, a rubric (inline, or an
 id into a rubric library, or the run's default rubric), optional human labels per criterion and an
 optional group id (e.g. the student a response belongs to). Column names are configurable with
-:class:`FieldMap`. Every error names the row and the field.
+:class:`FieldMap`. Every error names the source, the line of a JSONL or CSV file (the row of a dataset
+or a list, from 0) and the field.
 
 Labels are given as a mapping ``{criterion: label}`` (a JSON string in CSV), or as flat columns
 ``<label_prefix><criterion>``. A label is an option label (case-insensitive), the abstention label,
@@ -12,21 +13,17 @@ or for binary criteria a boolean / 1 / 0 / yes / no; for option criteria an opti
 
 from __future__ import annotations
 
-import csv
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .items import Item, as_messages, response_text
-from .rubric import MET, UNMET, Criterion, CriterionKind, Rubric, RubricError, load_rubric, load_rubrics
+from ..items import Item, as_messages, response_text
+from ..rows import DataError, located_rows
+from ..rubric import MET, UNMET, Criterion, CriterionKind, Rubric, RubricError, load_rubric, load_rubrics
 
-__all__ = ["DataError", "DataSource", "EvalItem", "FieldMap", "load_items", "normalise_label", "read_rows"]
-
-
-class DataError(ValueError):
-    """A dataset row could not be used. The message names the source, the row and the field."""
+__all__ = ["EvalItem", "FieldMap", "load_items", "normalise_label"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,38 +42,6 @@ class FieldMap:
 
 
 @dataclass(frozen=True, slots=True)
-class DataSource:
-    """Where rows come from: a local file (``format`` jsonl, csv, or hf for a ``save_to_disk`` folder)
-    or a Hugging Face hub dataset (``hf``, with ``subset``, ``split`` and ``revision``)."""
-
-    path: str | None = None
-    format: str = "auto"
-    hf: str | None = None
-    subset: str | None = None
-    split: str = "train"
-    revision: str | None = None
-
-    def __post_init__(self) -> None:
-        if (self.path is None) == (self.hf is None):
-            raise ValueError("data: give exactly one of 'path' (a local file) or 'hf' (a Hugging Face dataset)")
-        if self.format not in ("auto", "jsonl", "csv", "hf"):
-            raise ValueError(f"data: field 'format' must be auto, jsonl, csv or hf, got {self.format!r}")
-
-    @classmethod
-    def parse(cls, obj: Any) -> DataSource:
-        if isinstance(obj, DataSource):
-            return obj
-        if isinstance(obj, str | Path):
-            return cls(path=str(obj))
-        if isinstance(obj, Mapping):
-            return cls(**obj)
-        raise ValueError(f"data: expected a path or a mapping, got {type(obj).__name__}")
-
-    def describe(self) -> str:
-        return self.path if self.path is not None else f"hf:{self.hf}" + (f"[{self.split}]" if self.split else "")
-
-
-@dataclass(frozen=True, slots=True)
 class EvalItem:
     """One response to judge, with its rubric and optional human labels."""
 
@@ -85,93 +50,11 @@ class EvalItem:
     rubric: Rubric
     labels: Mapping[str, str] = field(default_factory=dict)
     group: str | None = None
+    where: str | None = None  # the row in its source, for messages: "items.jsonl: line 3"
 
     @property
     def id(self) -> str | None:
         return self.item.id
-
-
-# ---------------------------------------------------------------------------- reading rows
-def read_rows(source: Any) -> tuple[str, Iterator[Mapping[str, Any]]]:
-    """``(name, rows)`` for a :class:`DataSource`, a path, a ``datasets.Dataset`` or an iterable of mappings."""
-    if isinstance(source, str | Path | Mapping) and not _is_hf_dataset(source):
-        source = DataSource.parse(source)
-    if isinstance(source, DataSource):
-        if source.hf is not None:
-            return source.describe(), iter(_load_hf(source))
-        path = Path(source.path or "")
-        fmt = source.format
-        if fmt == "auto":
-            fmt = "hf" if path.is_dir() else {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv"}.get(path.suffix, "")
-            if not fmt:
-                raise DataError(f"{path}: cannot tell the format from the suffix; set data.format to jsonl, csv or hf")
-        if not path.exists():
-            raise DataError(f"{path}: no such file or folder")
-        if fmt == "jsonl":
-            return str(path), jsonl_rows(path)
-        if fmt == "csv":
-            return str(path), _csv_rows(path)
-        return str(path), iter(_load_hf(source))
-    if _is_hf_dataset(source):
-        return "dataset", iter(source)
-    if isinstance(source, Iterable):
-        return "rows", iter(source)
-    raise DataError(f"cannot read items from a {type(source).__name__}")
-
-
-def _is_hf_dataset(obj: Any) -> bool:
-    return type(obj).__module__.startswith("datasets.") and hasattr(obj, "column_names")
-
-
-def jsonl_rows(path: Path) -> Iterator[Mapping[str, Any]]:
-    """The JSON objects of a JSONL file; a DataError names the line of a bad one."""
-    for _, row in numbered_jsonl_rows(path):
-        yield row
-
-
-def numbered_jsonl_rows(path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
-    """``(line number, object)`` for each non-blank line of a JSONL file."""
-    if not path.is_file():
-        raise DataError(f"{path}: {'is a directory, not a JSONL file' if path.is_dir() else 'no such file'}")
-    with path.open("rb") as f:
-        for n, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
-            except UnicodeDecodeError:
-                raise DataError(f"{path}: line {n}: not UTF-8 text") from None
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:  # one line number, the file's (json's own counts within the row)
-                raise DataError(f"{path}: line {n}: not valid JSON at column {exc.colno}: {exc.msg}") from None
-            if not isinstance(row, Mapping):
-                raise DataError(f"{path}: line {n}: expected a JSON object, got {type(row).__name__}")
-            yield n, row
-
-
-def _csv_rows(path: Path) -> Iterator[Mapping[str, Any]]:
-    with path.open(encoding="utf-8", newline="") as f:
-        for row in csv.DictReader(f):
-            yield {k: (None if v == "" else v) for k, v in row.items()}
-
-
-def _load_hf(source: DataSource) -> Any:
-    try:
-        import datasets
-    except ImportError:
-        raise DataError(f"{source.describe()}: reading a Hugging Face dataset needs 'datasets' "
-                        "(pip install datasets)") from None
-
-    if source.path is not None:
-        ds = datasets.load_from_disk(source.path)
-    else:
-        ds = datasets.load_dataset(source.hf, source.subset, split=source.split, revision=source.revision)
-    if isinstance(ds, datasets.DatasetDict):
-        if source.split not in ds:
-            raise DataError(f"{source.describe()}: no split {source.split!r}; available: {sorted(ds)}")
-        ds = ds[source.split]
-    return ds
 
 
 # ---------------------------------------------------------------------------- rows -> items
@@ -184,21 +67,21 @@ def load_items(
     limit: int | None = None,
 ) -> list[EvalItem]:
     """Read and validate every row. ``rubric`` is the default; ``rubrics`` a library for ``rubric_id``."""
-    name, rows = read_rows(source)
+    name, rows = located_rows(source)
     default = load_rubric(rubric) if rubric is not None else None
     library = load_rubrics(rubrics) if isinstance(rubrics, str | Path) else dict(rubrics or {})
     inline_cache: dict[str, Rubric] = {}
     items: list[EvalItem] = []
-    seen_ids: dict[str, int] = {}
-    for row_no, row in enumerate(rows):
+    seen_ids: dict[str, str] = {}
+    for row_no, (at, row) in enumerate(rows):
         if limit is not None and len(items) >= limit:
             break
-        where = f"{name}: row {row_no}"
+        where = f"{name}: {at}"
         item = _item(row, row_no, where, fields, default, library, inline_cache)
         if item.id is not None:
             if item.id in seen_ids:
-                raise DataError(f"{where}: field {fields.id!r}: id {item.id!r} already used by row {seen_ids[item.id]}")
-            seen_ids[item.id] = row_no
+                raise DataError(f"{where}: field {fields.id!r}: id {item.id!r} already used by {seen_ids[item.id]}")
+            seen_ids[item.id] = at
         items.append(item)
     if not items:
         raise DataError(f"{name}: no rows")
@@ -235,7 +118,7 @@ def _item(row: Mapping[str, Any], row_no: int, where: str, f: FieldMap, default:
     rubric = _rubric(get(f.rubric), get(f.rubric_id), where, f, default, library, inline_cache)
     labels = _labels(row, rubric, where, f)
     item = Item(response=response, prompt=prompt, id=None if raw_id is None else str(raw_id))
-    return EvalItem(row_no, item, rubric, labels, None if group is None else str(group))
+    return EvalItem(row_no, item, rubric, labels, None if group is None else str(group), where)
 
 
 def _maybe_json(value: Any, want: type) -> Any:

@@ -1,7 +1,7 @@
 """Command line for rubric generation: ``rubric-reward generate`` (and, registered by their owners,
 the generator-training commands).
 
-``register(subparsers)`` adds the commands to the main ``rubric-reward`` parser. Exit status of
+``register(subparsers)`` adds the commands to the ``rubric-reward`` parser. Exit status of
 ``generate``: 0 every rubric generated, 1 some failed (they are recorded; rerun to ask again for them),
 2 a configuration or data error, 130 interrupted (finished rows are kept; rerun to continue).
 """
@@ -17,8 +17,8 @@ __all__ = ["register", "register_training"]
 
 
 def _generator_spec(args: argparse.Namespace) -> Any:
-    from .generation import default_generator
-    from .judges.config import JudgeConfig
+    from ..generation import default_generator
+    from ..judges.config import JudgeConfig
 
     if args.generator is None:
         return default_generator()
@@ -38,14 +38,14 @@ def _format(args: argparse.Namespace, generator: Any) -> str:
     local model follows a worked example of a list, not a JSON schema) and JSON otherwise."""
     if args.format != "auto":
         return args.format
-    from .judges.config import JudgeConfig
+    from ..judges.config import JudgeConfig
 
     cfg = generator if isinstance(generator, JudgeConfig) else None
     return "list" if cfg is not None and cfg.resolved_backend() == "transformers" else "json"
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from .generation import GenerationConfig, generate_rubrics
+    from ..generation import GenerationConfig, generate_rubrics
 
     generator = _generator_spec(args)
     config = GenerationConfig(level=args.level, min_criteria=args.min_criteria, max_criteria=args.max_criteria,
@@ -102,7 +102,7 @@ def register(subparsers: Any) -> None:
 
 # ---------------------------------------------------------------------------- generator training and evaluation
 def _cmd_dpo_loop(args: argparse.Namespace) -> int:
-    from .generation.loop import LoopError, load_loop_config, run_loop
+    from ..generation.loop import LoopError, load_loop_config, run_loop
 
     config = load_loop_config(args.config, iterations=args.iterations, out_dir=args.out_dir,
                               generator=args.generator, prompts=args.prompts, limit=args.limit,
@@ -134,7 +134,7 @@ def _stage_printer(iteration: int, stage: str, event: str) -> None:
 
 
 def _cmd_eval_generator(args: argparse.Namespace) -> int:
-    from .generation.evaluate import EvalGeneratorConfig, evaluate_generators, write_train_prompts
+    from ..generation.evaluate import EvalGeneratorConfig, evaluate_generators, write_train_prompts
 
     config = EvalGeneratorConfig.from_yaml(args.config, out_dir=args.out_dir, loop_dir=args.loop_dir,
                                            progress=False if args.quiet else None)
@@ -182,17 +182,3 @@ def register_training(subparsers: Any) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_eval_generator)
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rubric-reward", description="Rubric generation.")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

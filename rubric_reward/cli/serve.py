@@ -1,6 +1,6 @@
 """Command line for the reward service: ``rubric-reward serve --config reward.yaml [--host H] [--port P]``.
 
-``add_serve_command(subparsers)`` registers it on the main ``rubric-reward`` parser. The service
+``register(subparsers)`` adds it to the ``rubric-reward`` parser. The service
 prints ``listening on http://HOST:PORT`` once it accepts requests (``--port 0`` picks a free port)
 and exits 0 after a graceful SIGTERM / Ctrl-C.
 """
@@ -12,12 +12,12 @@ import asyncio
 import logging
 import sys
 
-__all__ = ["add_serve_command"]
+__all__ = ["register"]
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from .serve.app import serve
-    from .serve.config import ServeConfig
+    from ..serve.app import serve
+    from ..serve.config import ServeConfig
 
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -37,7 +37,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_serve_command(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
+    """Register ``serve`` on an argparse subparsers object."""
     p = sub.add_parser("serve", help="serve rewards over HTTP (/score, OpenRLHF's remote reward, /metrics)")
     p.add_argument("--config", help="reward.yaml (judge, rubric, rubric_dir, scoring, limits, auth)")
     p.add_argument("--host", help="address to listen on (default: serve.host, 127.0.0.1)")

@@ -1,8 +1,7 @@
 """Command line for evaluation runs: ``rubric-reward eval --config run.yaml``, ``report RUN_DIR`` and
 ``compare BASELINE RUN...``.
 
-``add_eval_commands(subparsers)`` registers both on the main ``rubric-reward`` parser; this module
-also runs on its own (``python -m rubric_reward.cli_eval eval --config run.yaml``).
+``register(subparsers)`` adds them to the ``rubric-reward`` parser.
 
 Exit status of ``eval``: 0 every item judged, 1 some items failed (rerun to retry them), 3 stopped
 at the cost cap (rerun, with a higher ``--max-cost`` if needed, to continue), 2 a configuration or
@@ -16,13 +15,13 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-__all__ = ["add_eval_commands", "main"]
+__all__ = ["register"]
 
 EXIT = {"complete": 0, "incomplete": 1, "interrupted": 1, "stopped_by_budget": 3}
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from .runner import EvalConfig, run_eval
+    from ..evaluation import EvalConfig, run_eval
 
     config = EvalConfig.from_yaml(args.config)
     overrides: dict[str, Any] = {}
@@ -54,7 +53,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .report import rebuild_report
+    from ..evaluation.report import rebuild_report
 
     paths = rebuild_report(args.run_dir)
     print(f"wrote {paths['markdown']}, {paths['html']} and {paths['metrics']}", file=sys.stderr)
@@ -64,7 +63,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     import json
 
-    from .compare import compare_many, compare_runs
+    from ..evaluation.compare import compare_many, compare_runs
 
     if len(args.runs) == 1:
         result = compare_runs(args.runs[0], args.baseline, by=args.by)
@@ -74,7 +73,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_eval_commands(subparsers: Any) -> None:
+def register(subparsers: Any) -> None:
     """Register ``eval``, ``report`` and ``compare`` on an argparse subparsers object."""
     p = subparsers.add_parser("eval", help="judge a dataset against human labels (resumable) and report agreement")
     p.add_argument("--config", required=True, help="eval config YAML (see configs/eval/example.yaml)")
@@ -93,16 +92,3 @@ def add_eval_commands(subparsers: Any) -> None:
     p.add_argument("runs", nargs="+", help="run folder(s) compared with the baseline (statistics: run - baseline)")
     p.add_argument("--by", default="id", choices=["id", "row"], help="how items are paired (default: id)")
     p.set_defaults(func=_cmd_compare)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rubric-reward", description="Evaluation runs and reports.")
-    add_eval_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    from .cli import run_command
-
-    return run_command(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .judges.base import ChatReply, ChatRequest, TokenLogprob
-from .results import Usage
+from ..results import Usage
+from .base import ChatReply, ChatRequest, TokenLogprob
 
 __all__ = ["CacheEntry", "SQLiteCache", "cache_key", "key_material", "refreshing"]
 

@@ -32,183 +32,30 @@ import hashlib
 import json
 import logging
 import os
-import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .cache import SQLiteCache, refreshing
-from .datasets_io import DataError, DataSource, EvalItem, FieldMap, load_items
-from .grader import Grader, GradingConfig
-from .judges.config import JudgeConfig, load_judges
-from .judges.judge import Judge
-from .journal import Journal, write_atomic
-from .prompts import template_hash
-from .results import ErrorKind, ScoreResult
-from .scoring import ScoringConfig
+from ..grader import Grader
+from ..judges.cache import SQLiteCache, refreshing
+from ..judges.fingerprint import judge_fingerprint, plain
+from ..judges.judge import Judge
+from ..journal import Journal, write_atomic
+from ..progress import Progress
+from ..prompts import template_hash
+from ..results import ErrorKind, ScoreResult
+from ..rows import DataError
+from .config import EvalConfig
+from .dataset import EvalItem, load_items
 
-__all__ = ["EvalConfig", "RunSummary", "arun_eval", "item_key", "judge_fingerprint", "run_eval", "run_fingerprint"]
+__all__ = ["RunSummary", "arun_eval", "item_key", "run_eval", "run_fingerprint"]
 
 log = logging.getLogger(__name__)
 
 KEY_VERSION = 1
-
-# Judge fields that never change a verdict: left out of the run fingerprint (so raising a rate limit
-# does not re-judge a dataset). Everything else, including fields added later, is in.
-_OPERATIONAL = frozenset({
-    "api_key_env", "max_concurrency", "rpm", "tpm", "timeout_s", "max_retries", "batch_deadline_s",
-    "input_cost_per_token", "output_cost_per_token",
-})
-_SECRET_NAME = re.compile(r"(^|[_-])(api_?key|key|token|secret|password|authorization|auth|bearer)$", re.I)
-
-
-# ---------------------------------------------------------------------------- configuration
-@dataclass(frozen=True, slots=True)
-class EvalConfig:
-    """One evaluation run; the YAML file maps one-to-one onto these fields.
-
-    Input paths (``data``, ``rubric``, ``rubrics``, a judges YAML) are resolved against the YAML
-    file's folder; outputs (``out_dir``, ``cache``) against the working directory. ``cache: auto``
-    puts the reply cache in ``out_dir/cache.sqlite``; ``null`` turns caching off. ``seed`` is the
-    grading seed (option shuffling).
-    """
-
-    data: DataSource
-    judges: tuple[JudgeConfig, ...]
-    fields: FieldMap = FieldMap()
-    rubric: str | None = None
-    rubrics: str | None = None
-    scoring: ScoringConfig = ScoringConfig()
-    grading: GradingConfig = GradingConfig()
-    out_dir: str = "runs/eval"
-    cache: str | None = "auto"
-    max_cost: float | None = None
-    seed: int = 0
-    concurrency: int = 8
-    limit: int | None = None
-    report: bool = True
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "data", DataSource.parse(self.data))
-        judges = self.judges
-        if isinstance(judges, str | Path | Mapping):
-            judges = load_judges(judges)
-        object.__setattr__(self, "judges", tuple(
-            j if isinstance(j, JudgeConfig) else JudgeConfig.from_dict(j) for j in judges
-        ))
-        if not self.judges:
-            raise ValueError("eval config: 'judges' is empty; at least one judge is needed")
-        if isinstance(self.fields, Mapping):
-            object.__setattr__(self, "fields", FieldMap(**self.fields))
-        if isinstance(self.scoring, Mapping):
-            object.__setattr__(self, "scoring", ScoringConfig(**self.scoring))
-        if isinstance(self.grading, Mapping):
-            if "seed" in self.grading:
-                raise ValueError("eval config: set the seed at the top level ('seed'), not under 'grading'")
-            object.__setattr__(self, "grading", GradingConfig(**self.grading))
-        object.__setattr__(self, "grading", replace(self.grading, seed=self.seed))
-        if not isinstance(self.concurrency, int) or self.concurrency < 1:
-            raise ValueError(f"eval config: 'concurrency' must be a positive integer, got {self.concurrency!r}")
-        if self.max_cost is not None and (not isinstance(self.max_cost, int | float) or self.max_cost < 0):
-            raise ValueError(f"eval config: 'max_cost' must be a non-negative number, got {self.max_cost!r}")
-        if self.limit is not None and (not isinstance(self.limit, int) or self.limit < 1):
-            raise ValueError(f"eval config: 'limit' must be a positive integer, got {self.limit!r}")
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], base_dir: str | Path | None = None) -> EvalConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"eval config: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
-        for required in ("data", "judges"):
-            if required not in d:
-                raise ValueError(f"eval config: missing field {required!r}")
-        d = dict(d)
-        if base_dir is not None:
-            base = Path(base_dir)
-
-            def resolve(p: Any) -> Any:
-                return os.path.normpath(base / p) if isinstance(p, str) and not Path(p).is_absolute() else p
-
-            data = d["data"]
-            if isinstance(data, Mapping):
-                d["data"] = {**data, "path": resolve(data.get("path"))} if data.get("path") else dict(data)
-            else:
-                d["data"] = resolve(data)
-            for key in ("rubric", "rubrics"):
-                d[key] = resolve(d.get(key))
-            if isinstance(d["judges"], str):
-                d["judges"] = resolve(d["judges"])
-        return cls(**d)
-
-    @classmethod
-    def from_yaml(cls, path: str | Path) -> EvalConfig:
-        from .files import read_structured
-
-        path = Path(path)
-        obj = read_structured(path, "eval config file")
-        if not isinstance(obj, Mapping):
-            raise ValueError(f"{path}: an eval config must be a mapping")
-        try:
-            return cls.from_dict(obj, base_dir=path.parent)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: {exc}") from None
-
-    @property
-    def cache_path(self) -> Path | None:
-        if self.cache is None or self.cache is False:
-            return None
-        return Path(self.out_dir) / "cache.sqlite" if self.cache == "auto" else Path(self.cache)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able and secret-free (for the manifest)."""
-        return {
-            "data": dataclasses.asdict(self.data),
-            "judges": [_public_judge(j) for j in self.judges],
-            "fields": dataclasses.asdict(self.fields),
-            "rubric": self.rubric,
-            "rubrics": self.rubrics,
-            "scoring": _plain(dataclasses.asdict(self.scoring)),
-            "grading": _plain(dataclasses.asdict(self.grading)),
-            "out_dir": self.out_dir,
-            "cache": self.cache,
-            "max_cost": self.max_cost,
-            "seed": self.seed,
-            "concurrency": self.concurrency,
-            "limit": self.limit,
-            "report": self.report,
-            "progress": self.progress,
-        }
-
-
-def _plain(obj: Any) -> Any:
-    return json.loads(json.dumps(obj, default=str))
-
-
-def _scrub(obj: Any) -> Any:
-    """Redact values under secret-looking names (a token in ``extra_body``, say)."""
-    if isinstance(obj, Mapping):
-        return {k: "<redacted>" if _SECRET_NAME.search(str(k)) else _scrub(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_scrub(v) for v in obj]
-    return obj
-
-
-def _public_judge(config: JudgeConfig) -> dict[str, Any]:
-    d = _plain(config.to_dict())
-    d["extra_body"] = _scrub(d.get("extra_body") or {})
-    return d
-
-
-def judge_fingerprint(config: JudgeConfig) -> dict[str, Any]:
-    """The verdict-relevant part of a judge config (no secrets, no operational settings)."""
-    d = {k: v for k, v in _plain(config.to_dict()).items() if k not in _OPERATIONAL}
-    d["backend"] = config.resolved_backend()
-    return d
 
 
 def run_fingerprint(config: EvalConfig) -> str:
@@ -216,8 +63,8 @@ def run_fingerprint(config: EvalConfig) -> str:
     blob = {
         "v": KEY_VERSION,
         "judges": [judge_fingerprint(j) for j in config.judges],
-        "grading": _plain(dataclasses.asdict(config.grading)),
-        "scoring": _plain(dataclasses.asdict(config.scoring)),
+        "grading": plain(dataclasses.asdict(config.grading)),
+        "scoring": plain(dataclasses.asdict(config.scoring)),
         "template": template_hash(),
         "seed": config.seed,
     }
@@ -277,7 +124,7 @@ async def arun_eval(config: EvalConfig) -> RunSummary:
     out.mkdir(parents=True, exist_ok=True)
     with _exclusive(out / ".lock"):
         summary = await _run_locked(config, out)
-        from .metrics import compute_metrics, load_run
+        from .run_metrics import compute_metrics, load_run
 
         run = load_run(out)
         run.manifest["status"] = summary.status  # on disk it says 'reporting' until the report is written
@@ -331,12 +178,12 @@ async def _run_locked(config: EvalConfig, out: Path) -> RunSummary:
     items = load_items(config.data, config.fields, rubric=config.rubric, rubrics=config.rubrics, limit=config.limit)
     run = run_fingerprint(config)
     keys = [item_key(it, run) for it in items]
-    first_row: dict[str, int] = {}
+    first: dict[str, EvalItem] = {}
     for it, k in zip(items, keys, strict=True):
-        if k in first_row:
-            raise DataError(f"{config.data.describe()}: rows {first_row[k]} and {it.row} are the same item "
+        if k in first:
+            raise DataError(f"{it.where} is the same item as {first[k].where} "
                             "(same rubric, prompt and response, and no distinguishing id)")
-        first_row[k] = it.row
+        first[k] = it
 
     for stale in out.glob(".*.tmp-*"):  # left by a kill during an atomic write
         stale.unlink(missing_ok=True)
@@ -399,7 +246,7 @@ def _refresh_entry(entry: dict[str, Any], item: EvalItem) -> dict[str, Any]:
 
 def _manifest(config: EvalConfig, out: Path, run: str, n_items: int, started: str,
               entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    from . import __version__
+    from .. import __version__
 
     old: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
@@ -466,7 +313,7 @@ async def _schedule(config: EvalConfig, items: Sequence[EvalItem], keys: Sequenc
         with cache.billing() as paid:  # the replies this item paid for; settled once it is saved
             return await graded(i), paid
 
-    progress = _Progress(len(items), done_before, enabled=config.progress)
+    progress = Progress("judging", len(items), done_before, enabled=config.progress, cost=True, failures=True)
     pending = list(reversed(todo))
     tasks: dict[asyncio.Task[tuple[ScoreResult, list[str]]], int] = {}
     try:
@@ -485,7 +332,7 @@ async def _schedule(config: EvalConfig, items: Sequence[EvalItem], keys: Sequenc
                     _record(journal, items[i], keys[i], run, result, state, invocation)
                     if cache is not None:
                         cache.settle(paid)
-                    progress.advance(state)
+                    progress.advance(cost=result.cost, failed=_failed(result))
     finally:
         for task in tasks:
             task.cancel()
@@ -509,38 +356,3 @@ def _record(journal: Journal, item: EvalItem, key: str, run: str, result: ScoreR
     state.spent += cost
     if any(not c.cached for c in result.calls):
         state.max_item_cost = max(state.max_item_cost or 0.0, cost)
-
-
-class _Progress:
-    """A rich progress bar (items done, ETA, running cost) on stderr; silent when disabled."""
-
-    def __init__(self, total: int, done: int, *, enabled: bool):
-        self.enabled = enabled
-        self.total, self.done = total, done
-        self._progress: Any = None
-        self._task: Any = None
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
-            )
-
-            self._progress = Progress(
-                TextColumn("[bold]judging"), BarColumn(), MofNCompleteColumn(), TextColumn("items"),
-                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                TextColumn("cost ${task.fields[cost]:.4f}"), TextColumn("[red]{task.fields[failed]} failed"),
-                console=Console(stderr=True),
-            )
-            self._progress.start()
-            self._task = self._progress.add_task("judging", total=self.total, completed=self.done, cost=0.0, failed=0)
-        return self
-
-    def advance(self, state: _State) -> None:
-        if self._progress is not None:
-            self._progress.update(self._task, advance=1, cost=state.spent, failed=state.failed)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._progress is not None:
-            self._progress.stop()

@@ -1,4 +1,4 @@
-"""Load IFEval prompts, pair them with responses, and express them as checks.
+"""Load IFEval prompts, pair them with responses, and express them as checks or as a rubric of checks.
 
 The 541 prompts ship with the package (``rubric_reward/data/ifeval``), so IFEval
 runs offline; a JSONL path with the same fields or the Hugging Face name
@@ -7,20 +7,22 @@ runs offline; a JSONL path with the same fields or the Hugging Face name
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rubric_reward.checks.ifeval import get_checker
+from ..checks.ifeval import get_checker
+from ..rows import numbered_jsonl_rows
+from ..rubric import Rubric
 
 __all__ = [
     "HF_DATASET",
     "PACKAGED_PATH",
     "IFEvalRow",
     "ifeval_row_to_checks",
+    "ifeval_row_to_rubric",
     "load_ifeval",
     "match_responses",
 ]
@@ -78,17 +80,6 @@ def _parse_row(obj: Any, where: str) -> IFEvalRow:
     return IFEvalRow(key=key, prompt=prompt, instruction_id_list=tuple(ids), kwargs=tuple(cleaned))
 
 
-def _read_jsonl(path: Path) -> Iterable[tuple[int, Any]]:
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path} line {number}: invalid JSON: {exc.msg}") from None
-
-
 def _load_hub(name: str) -> list[tuple[str, Any]]:
     try:
         from datasets import load_dataset
@@ -124,7 +115,7 @@ def load_ifeval(path_or_name: str | os.PathLike[str] | None = None) -> list[IFEv
         path = Path(path_or_name)
         if not path.is_file():
             raise FileNotFoundError(f"no IFEval JSONL file at {path}")
-        records = [(f"{path} line {number}", obj) for number, obj in _read_jsonl(path)]
+        records = [(f"{path}: line {n}", obj) for n, obj in numbered_jsonl_rows(path)]
     rows: list[IFEvalRow] = []
     seen: dict[int, str] = {}
     for where, obj in records:
@@ -157,7 +148,7 @@ def match_responses(
     by_prompt = {row.prompt: row for row in rows}
     if isinstance(responses, (str, os.PathLike)):
         path = Path(responses)
-        records: Iterable[tuple[str, Any]] = [(f"{path} line {n}", o) for n, o in _read_jsonl(path)]
+        records: Iterable[tuple[str, Any]] = [(f"{path}: line {n}", o) for n, o in numbered_jsonl_rows(path)]
     else:
         records = ((f"response record {i}", o) for i, o in enumerate(responses))
 
@@ -204,3 +195,18 @@ def ifeval_row_to_checks(row: IFEvalRow | Mapping[str, Any]) -> list[dict[str, A
         {"check": f"ifeval:{instruction_id}", "kwargs": {k: v for k, v in (entry or {}).items() if v is not None}}
         for instruction_id, entry in zip(ids, kwargs)
     ]
+
+
+def ifeval_row_to_rubric(row: IFEvalRow | Mapping[str, Any], *, loose: bool = False,
+                         extra_criteria: Sequence[Mapping[str, Any]] = ()) -> Rubric:
+    """A rubric with one check criterion per IFEval instruction of ``row`` (plus any extra criteria)."""
+    checks = ifeval_row_to_checks(row)
+    family = "ifeval_loose" if loose else "ifeval"
+    names = [c["check"].split(":", 1)[1] for c in checks]
+    criteria = [
+        {"name": name if names.count(name) == 1 else f"{name}#{i + 1}",
+         "check": c["check"].replace("ifeval:", f"{family}:", 1), "kwargs": c["kwargs"]}
+        for i, (name, c) in enumerate(zip(names, checks, strict=True))
+    ]
+    key = row["key"] if isinstance(row, Mapping) else getattr(row, "key", "ifeval")
+    return Rubric.from_obj({"name": f"ifeval-{key}", "criteria": [*criteria, *extra_criteria]})
