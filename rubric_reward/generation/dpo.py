@@ -98,7 +98,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[RubricDPOArguments, A
         log.warning("no CUDA: training on CPU in float32 (use_cpu, no bf16/fp16)")
         argv = ["--use_cpu", "True", "--bf16", "False", "--fp16", "False", *argv]
     def error(message: str) -> None:  # argparse would print usage and exit; one line naming the key instead
-        m = re.match(r"argument --(\w+)(?:/--\w+)*: (.*)", message)
+        m = re.match(r"argument --(\w+)(?:/--[\w-]+)*: (.*)", message)
         raise ValueError(f"field {m.group(1)!r}: {m.group(2)}" if m else message)
 
     parser.error = error  # type: ignore[method-assign]
