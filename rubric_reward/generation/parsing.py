@@ -35,6 +35,8 @@ def parse_check_spec(spec: str) -> tuple[str, dict[str, Any]]:
     if m is None:
         raise RubricError("a [check] line names no check (write e.g. [check] ifeval:punctuation:no_comma)")
     check, pos, kwargs = m.group(0), m.end(), {}
+    if ":" not in check:
+        raise RubricError(f"a [check] line must name a check such as ifeval:punctuation:no_comma, got {spec!r}")
     while pos < len(spec):
         setting = _SETTING.match(spec, pos)
         if setting is None:
