@@ -79,10 +79,12 @@ class GeneratedRubric:
 
 
 def default_generator() -> JudgeConfig:
-    """The offline default: the bundled SmolLM2-135M-Instruct, generating (not label-scoring)."""
+    """The offline default: the bundled SmolLM2-135M-Instruct, generating (not label-scoring), sampled at
+    temperature 0.7 with seed 0: greedy decoding makes a 135M model repeat one criterion line after line."""
     from ..models import DEFAULT_LOCAL_MODEL
 
-    return JudgeConfig(model=DEFAULT_LOCAL_MODEL, backend="transformers", verdict_mode="generate", max_tokens=1024)
+    return JudgeConfig(model=DEFAULT_LOCAL_MODEL, backend="transformers", verdict_mode="generate", max_tokens=1024,
+                       temperature=0.7, seed=0)
 
 
 def one_judge(spec: Any, *, base_url: str | None, cache: ReplyCache | None, temperature: float | None,

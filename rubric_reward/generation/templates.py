@@ -46,24 +46,22 @@ The criterion count is checked after parsing, since not every structured-output 
 ``minItems``/``maxItems``."""
 
 CHECK_MENU: tuple[tuple[str, str], ...] = (
-    ("ifeval:punctuation:no_comma", "no commas"),
-    ("ifeval:change_case:english_lowercase", "only lowercase letters"),
-    ("ifeval:length_constraints:number_words relation=\"less than\" num_words=N", "fewer than N words"),
-    ("ifeval:length_constraints:number_words relation=\"at least\" num_words=N", "at least N words"),
-    ("ifeval:length_constraints:number_sentences relation=\"less than\" num_sentences=N", "fewer than N sentences"),
-    ("ifeval:keywords:existence keywords=[\"word\", \"word\"]", "uses these words"),
-    ("ifeval:keywords:forbidden_words forbidden_words=[\"word\"]", "never uses these words"),
-    ("ifeval:startend:end_checker end_phrase=\"...\"", "ends with this exact phrase"),
-    ("ifeval:detectable_format:number_bullet_lists num_bullets=N", "exactly N markdown bullet points"),
-    ("ifeval:detectable_format:title", "a title in <<double angular brackets>>"),
-    ("ifeval:detectable_content:postscript postscript_marker=\"P.S.\"", "a postscript"),
+    ("no commas", "ifeval:punctuation:no_comma"),
+    ("fewer than N words", "ifeval:length_constraints:number_words relation=\"less than\" num_words=N"),
+    ("at least N words", "ifeval:length_constraints:number_words relation=\"at least\" num_words=N"),
+    ("fewer than N sentences", "ifeval:length_constraints:number_sentences relation=\"less than\" num_sentences=N"),
+    ("include the words X and Y", "ifeval:keywords:existence keywords=[\"X\", \"Y\"]"),
+    ("without the word X", "ifeval:keywords:forbidden_words forbidden_words=[\"X\"]"),
+    ("end with the phrase P", "ifeval:startend:end_checker end_phrase=\"P\""),
+    ("exactly N bullet points", "ifeval:detectable_format:number_bullet_lists num_bullets=N"),
+    ("only lowercase letters", "ifeval:change_case:english_lowercase"),
 )
-"""The programmatic checks offered to a generator with ``checks: true`` (any IFEval check is accepted
-in an answer; these are the ones the instructions name), each with what it checks."""
+"""The programmatic checks offered to a generator with ``checks: true``, as (what the task asks, the check
+to write for it); any IFEval check is accepted in an answer, these are the ones the instructions name."""
 
 
 def _menu() -> str:
-    return "\n".join(f"{spec} ({what})" for spec, what in CHECK_MENU)
+    return "\n".join(f"{asked}: {spec}" for asked, spec in CHECK_MENU)
 
 
 def rubric_schema(config: GenerationConfig) -> dict[str, Any]:
@@ -106,13 +104,13 @@ for how much it matters, or [-1] to [-5] for a flaw. Check the task's explicit i
 facts it needs. Write nothing else."""
 
 CHECKS_PROMPT = """\
-An instruction that a program can check gets a check line instead of a sentence: [check], then one of \
-these checks with its settings taken from the task, then the weight:
+An instruction a program can check gets a check line instead: [check], the check with the task's values, \
+the weight. If the task says ... write:
 {menu}"""
 
 JSON_CHECKS_PROMPT = """\
-An instruction that a program can check gets a criterion whose "check" is one of these checks with its \
-settings taken from the task ("check" is null for every other criterion):
+An instruction a program can check gets a criterion whose "check" is the check with the task's values \
+("check" is null for every other criterion). If the task says ... the check is:
 {menu}"""
 
 LIST_EXAMPLE = (
