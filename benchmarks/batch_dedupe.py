@@ -14,9 +14,11 @@ import math
 import random
 import time
 
-from rubric_reward import JudgeConfig, Scorer
-from rubric_reward.rubric import Rubric
-from rubric_reward.testing.judge_server import JudgeServer
+import _bench  # noqa: F401  (first: puts this checkout on sys.path)
+
+from rubric_reward import JudgeConfig, Scorer  # noqa: E402
+from rubric_reward.rubric import Rubric  # noqa: E402
+from rubric_reward.testing.judge_server import JudgeServer  # noqa: E402
 
 
 def run(items: list[dict], latency_s: float, concurrency: int) -> tuple[int, int, float]:

@@ -27,8 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _bench import ROOT  # first: puts this checkout on sys.path
 
 from rubric_reward.testing.judge_server import JudgeServer, ScriptedJudge  # noqa: E402
 

@@ -33,8 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _bench import ROOT, filler, rubric_spec  # first: puts this checkout on sys.path
 
 from rubric_reward import Scorer  # noqa: E402
 from rubric_reward.items import Item  # noqa: E402
@@ -43,22 +42,15 @@ from rubric_reward.prompts import render_call  # noqa: E402
 from rubric_reward.rubric import Rubric  # noqa: E402
 from rubric_reward.testing.judge_server import spawn as spawn_judge  # noqa: E402
 
-WORDS = ("the quick brown fox jumps over a lazy dog while careful graders read every claim and check "
-         "each cited source against the stated requirement before any verdict is written down").split()
-
-
 def make_rubric(n_criteria: int) -> Rubric:
-    return Rubric.from_obj([
-        {"name": f"criterion_{i}", "requirement": f"The response addresses aspect {i} of the task completely, "
-                                                  f"with a concrete example and no unsupported claims."}
-        for i in range(n_criteria)
-    ])
+    return Rubric.from_obj(rubric_spec(n_criteria, "The response addresses aspect {i} of the task completely, "
+                                                   "with a concrete example and no unsupported claims."))
 
 
 def make_items(n: int, words: int) -> list[dict]:
     out = []
     for i in range(n):
-        body = " ".join(WORDS[(i + j) % len(WORDS)] for j in range(words))
+        body = filler(i, words)
         out.append({"prompt": "Explain how rubric-based rewards work, with an example.", "response": f"[{i}] {body}"})
     return out
 

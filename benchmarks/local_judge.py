@@ -27,8 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _bench import ROOT  # first: puts this checkout on sys.path
 
 SENTENCES = [
     "I'm sorry your refund has taken this long.", "Refunds post within 5-7 business days after approval.",
@@ -46,7 +45,9 @@ def workload(shape: str):
 
     rubric = load_rubric(ROOT / "examples/rubrics/support_reply.yaml")
     if shape == "readme":
-        rows = [json.loads(x) for x in (ROOT / "examples/responses.jsonl").read_text().splitlines()]
+        from rubric_reward.rows import numbered_jsonl_rows
+
+        rows = [row for _, row in numbered_jsonl_rows(ROOT / "examples/responses.jsonl")]
         return rubric, [Item(response=r["response"], prompt=r["prompt"], id=r["id"]) for r in rows]
     d = rubric.to_dict()
     d["criteria"] = [c for c in d["criteria"] if c["name"] not in ("register",)]

@@ -15,54 +15,43 @@ The timed server runs in its own process (``python -m rubric_reward.testing.judg
 does not share the client's GIL; the duplicate count uses an in-process server, which counts requests.
 
     python benchmarks/reward_batch.py [--prompts 8] [--generations 8] [--criteria 10]
-                                      [--latency-ms 50] [--concurrency 64] [--repeats 7]
+                                      [--latency-ms 50] [--concurrency 64] [--repeats 7] [--chat] [--cache]
+
+``--chat`` sends conversational prompts (a system and a user turn, a fresh list per generation, as TRL's
+data loader gives them); ``--cache`` puts a SQLite reply cache behind the judge (adapter and Scorer alike)
+and makes every timed batch new text, so each call misses the cache and stores its reply.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import statistics
-import sys
-import time
-from pathlib import Path
+import tempfile
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _bench import filler, rubric_spec, timed  # first: puts this checkout on sys.path
 
 from rubric_reward import Scorer  # noqa: E402
+from rubric_reward.judges import Judge, JudgeConfig, SQLiteCache  # noqa: E402
 from rubric_reward.rl import RubricReward  # noqa: E402
 from rubric_reward.testing.judge_server import JudgeServer, ScriptedJudge  # noqa: E402
 from rubric_reward.testing.judge_server import spawn as spawn_judge  # noqa: E402
 
-WORDS = ("the quick brown fox jumps over a lazy dog while careful graders read every claim and check "
-         "each cited source against the stated requirement before any verdict is written down").split()
 
-
-def make_rubric(n: int) -> dict:
-    return {"name": "bench", "criteria": [
-        {"name": f"criterion_{i}", "requirement": f"The response addresses aspect {i} of the task completely."}
-        for i in range(n)
-    ]}
-
-
-def make_batch(prompts: int, generations: int, words: int, duplicate_half: bool = False) -> tuple[list, list]:
+def make_batch(prompts: int, generations: int, words: int, duplicate_half: bool = False,
+               chat: bool = False) -> tuple[list, list]:
     ps, cs = [], []
     for p in range(prompts):
         prompt = f"Question {p}: explain how rubric-based rewards work, with an example."
         for g in range(generations):
             k = g % max(1, generations // 2) if duplicate_half else g
-            body = " ".join(WORDS[(p * 7 + k + j) % len(WORDS)] for j in range(words))
-            ps.append(prompt)
+            body = filler(p * 7 + k, words)
+            ps.append([{"role": "system", "content": "Answer carefully."}, {"role": "user", "content": prompt}]
+                      if chat else prompt)
             cs.append(f"[{p}.{k}] {body}")
     return ps, cs
-
-
-def timed(fn) -> tuple[float, float, object]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    out = fn()
-    return time.perf_counter() - wall, time.process_time() - cpu, out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -74,32 +63,45 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--latency-ms", type=float, default=50.0)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--chat", action="store_true", help="conversational prompts")
+    ap.add_argument("--cache", action="store_true", help="a reply cache; every timed batch misses it")
     args = ap.parse_args(argv)
 
-    rubric = make_rubric(args.criteria)
-    prompts, completions = make_batch(args.prompts, args.generations, args.words)
+    rubric = rubric_spec(args.criteria)
+    prompts, completions = make_batch(args.prompts, args.generations, args.words, chat=args.chat)
     n_calls = len(completions) * args.criteria
     ideal = math.ceil(n_calls / args.concurrency) * args.latency_ms / 1000
 
     proc, url = spawn_judge(args.latency_ms)
     judge = {"model": "judge", "base_url": url, "max_concurrency": args.concurrency, "limit_scope": "process"}
-    reward = RubricReward(judge=judge, rubric=rubric)
-    scorer = Scorer(rubric, [judge], scoring={"abstention": "zero"})
+    cache_dir = tempfile.mkdtemp() if args.cache else None
+    cache_path = os.path.join(cache_dir, "cache.sqlite") if cache_dir else None
+    reward = RubricReward(judge=judge, rubric=rubric, cache=cache_path)
+    scorer_judge = Judge(JudgeConfig(**judge), cache=SQLiteCache(cache_path)) if cache_path else judge
+    scorer = Scorer(rubric, [scorer_judge], scoring={"abstention": "zero"})
     metrics: dict[str, float] = {}
-    trl_kwargs = dict(
-        prompts=prompts, completions=completions, completion_ids=[[0] * 150 for _ in completions],
-        trainer_state=None, log_metric=metrics.__setitem__, log_extra=lambda *_: None,
-    )
+    fresh = itertools.count()
+
+    def texts() -> list[str]:  # with a cache, new text every batch: every call misses and stores
+        if not args.cache:
+            return completions
+        n = next(fresh)
+        return [f"{c} ({n})" for c in completions]
+
+    def trl_kwargs() -> dict:
+        return dict(prompts=prompts, completions=texts(), completion_ids=[[0] * 150 for _ in completions],
+                    trainer_state=None, log_metric=metrics.__setitem__, log_extra=lambda *_: None)
+
     try:
-        warm_p, warm_c = make_batch(1, 8, args.words)  # open the connection pools
+        warm_p, warm_c = make_batch(1, 8, args.words, chat=args.chat)  # open the connection pools
         reward(prompts=warm_p, completions=[c + " warm" for c in warm_c])
         scorer.score_batch([(p, c + " warm") for p, c in zip(warm_p, warm_c, strict=True)])
         a_wall, a_cpu, s_wall, s_cpu, d_wall, d_cpu = [], [], [], [], [], []
-        pairs = list(zip(prompts, completions, strict=True))
         runs = {
-            "adapter": (lambda: reward(**trl_kwargs), a_wall, a_cpu),
-            "scorer": (lambda: scorer.score_batch(pairs), s_wall, s_cpu),
-            "scorer+deadline": (lambda: scorer.score_batch(pairs, deadline_s=reward.config.deadline_s), d_wall, d_cpu),
+            "adapter": (lambda: reward(**trl_kwargs()), a_wall, a_cpu),
+            "scorer": (lambda: scorer.score_batch(list(zip(prompts, texts(), strict=True))), s_wall, s_cpu),
+            "scorer+deadline": (lambda: scorer.score_batch(list(zip(prompts, texts(), strict=True)),
+                                                           deadline_s=reward.config.deadline_s), d_wall, d_cpu),
         }
         names = list(runs)
         for i in range(args.repeats):  # interleaved in rotating order, so drifting load hits all alike
@@ -114,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
                 elif name == "scorer":
                     res = got
                     assert all(r.ok for r in res)
-        assert [r.score for r in res] == out, "adapter and Scorer disagree"
+        assert args.cache or [r.score for r in res] == out, "adapter and Scorer disagree"
         # the adapter's own work, isolated: the same call with the grader replaying these verdicts
         replay = [r for r in res]
 
@@ -122,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
             return replay[: len(pairs)]
 
         reward.scorer.grader.grade_many = replayed
-        own = statistics.median(timed(lambda: reward(**trl_kwargs))[1] for _ in range(20))
+        own = statistics.median(timed(lambda: reward(**trl_kwargs()))[1] for _ in range(20))
     finally:
         reward.close()
         scorer.close()
@@ -132,7 +134,8 @@ def main(argv: list[str] | None = None) -> None:
     aw, sw, ac, sc, dw, dc = (statistics.median(x) for x in (a_wall, s_wall, a_cpu, s_cpu, d_wall, d_cpu))
     print(f"batch: {len(completions)} completions ({args.prompts} prompts x {args.generations}), "
           f"{args.criteria} criteria = {n_calls} judge calls, latency {args.latency_ms:g} ms, "
-          f"concurrency {args.concurrency}, median of {args.repeats}; load average "
+          f"concurrency {args.concurrency}, median of {args.repeats}{', chat prompts' if args.chat else ''}"
+          f"{', reply cache (misses)' if args.cache else ''}; load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     print(f"adapter wall        {aw * 1000:8.1f} ms   ideal {ideal * 1000:.0f} ms   ratio {aw / ideal:.3f} "
           f"(target <= 1.15)  [min {min(a_wall) * 1000:.1f} ms, ratio {min(a_wall) / ideal:.3f}]")
@@ -145,6 +148,8 @@ def main(argv: list[str] | None = None) -> None:
           f"({ac * 1000:.0f} vs {dc * 1000:.0f} ms) over Scorer with the same deadline")
     print(f"adapter's own work  {own * 1000:.1f} ms client CPU per batch with replayed verdicts "
           f"= {100 * own / sc:.2f}% of Scorer's CPU on the batch")
+    print(f"client CPU per call adapter {1000 * ac / n_calls:.3f} ms, Scorer {1000 * sc / n_calls:.3f} ms "
+          f"({n_calls} judge calls per batch)")
 
     # duplicates: half of each group repeats the other half
     dup_p, dup_c = make_batch(args.prompts, args.generations, args.words, duplicate_half=True)

@@ -30,25 +30,14 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _bench import ROOT, filler, rubric_spec  # first: puts this checkout on sys.path
 
 from rubric_reward import JudgeConfig, Scorer  # noqa: E402
 from rubric_reward.testing.judge_server import spawn as spawn_judge  # noqa: E402
 
-WORDS = ("the quick brown fox jumps over a lazy dog while careful graders read every claim and check "
-         "each cited source against the stated requirement before any verdict is written down").split()
-
-
-def make_rubric(k: int) -> dict:
-    return {"name": "bench", "criteria": [
-        {"name": f"criterion_{i}", "requirement": f"The response addresses aspect {i} of the task completely."}
-        for i in range(k)]}
-
-
 def make_items(n: int, words: int = 150) -> list[dict]:
     return [{"id": str(i), "prompt": "Explain how rubric-based rewards work.",
-             "response": f"[{i}] " + " ".join(WORDS[(i + j) % len(WORDS)] for j in range(words))} for i in range(n)]
+             "response": f"[{i}] " + filler(i, words)} for i in range(n)]
 
 
 def _start(cmd: list[str], ready: str) -> tuple[subprocess.Popen, str]:
@@ -139,12 +128,12 @@ async def through_service(url: str, items: list[dict], *, batch: int | None, inf
 async def engine_work(judge: dict, rubric: dict, items: list[dict], repeats: int = 5) -> tuple[float, float]:
     """CPU ms per item the service spends outside the grader and HTTP: reading a /score body into
     pairs, and building the answer (JSON in and out included)."""
-    from rubric_reward.serve.engine import RewardEngine
+    from rubric_reward.serve.engine import ServiceEngine
 
-    engine = RewardEngine({"judge": judge, "rubric": rubric, "scoring": {"abstention": "zero"}})
+    engine = ServiceEngine({"judge": judge, "rubric": rubric, "scoring": {"abstention": "zero"}})
     body = json.dumps({"items": items}).encode()
     pairs, deadline = engine.score_request(json.loads(body))
-    results = await engine.score(pairs, deadline)
+    results = await engine.score(pairs, deadline_s=deadline)
     t0 = time.process_time()
     for _ in range(repeats):
         engine.score_request(json.loads(body))
@@ -168,7 +157,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
 
-    rubric, items = make_rubric(args.criteria), make_items(args.n)
+    rubric, items = rubric_spec(args.criteria), make_items(args.n)
     calls = args.n * args.criteria
     print(f"N = {args.n} items x {args.criteria} criteria = {calls} judge calls, judge concurrency "
           f"{args.concurrency}, batches of {args.batch}, {args.inflight} OpenRLHF requests in flight, "

@@ -21,7 +21,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _bench  # noqa: F401  (first: puts this checkout on sys.path)
 
 WORDS = ("the response explains the refund policy clearly and offers a next step for the customer "
          "while keeping a warm and professional tone throughout").split()

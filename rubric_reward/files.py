@@ -11,11 +11,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FileError", "read_structured"]
+__all__ = ["FileError", "json_problem", "read_structured"]
 
 
 class FileError(ValueError):
     """A file could not be read or parsed. The message names the file (and line) on one line."""
+
+
+def json_problem(exc: json.JSONDecodeError) -> str:
+    """The parser's complaint without its position (some end in a dangling "at": "Invalid control
+    character '\\n' at"), for a message that gives the position its own way."""
+    return exc.msg.removesuffix(" at")
 
 
 def read_structured(path: str | Path, what: str = "file") -> Any:
@@ -35,7 +41,7 @@ def read_structured(path: str | Path, what: str = "file") -> Any:
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
-            raise FileError(f"{path}: line {exc.lineno}, column {exc.colno}: not valid JSON: {exc.msg}") from None
+            raise FileError(f"{path}: line {exc.lineno}, column {exc.colno}: not valid JSON: {json_problem(exc)}") from None
     import yaml
 
     try:

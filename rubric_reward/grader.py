@@ -12,12 +12,13 @@ import contextvars
 import logging
 import math
 import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from .ensemble import BINARY_METHODS, ORDINAL_METHODS, aggregate_votes
+from .group_grading import group_units, judge_group
 from .items import Item
 from .judges.base import ChatReply, ChatRequest
 from .judges.judge import Judge
@@ -82,41 +83,63 @@ class Grader:
         self.config = config
         self.exemplars = exemplars
 
-    # ------------------------------------------------------------------ one item
+    # ------------------------------------------------------------------ one item, one group
     async def grade(self, rubric: Rubric, item: Item) -> ScoreResult:
         """Grade one item; failures come back as data, never as exceptions."""
-        try:
-            if self.config.screen_degenerate and rubric.judged:
+        return (await self.grade_group(rubric, [item]))[0]
+
+    async def grade_group(self, rubric: Rubric, items: Sequence[Item]) -> list[ScoreResult]:
+        """Grade the items of one group (one prompt's responses, for ``mode: group`` judges, which judge
+        them together; other judges judge each on its own), in order; failures come back as data."""
+        results: list[ScoreResult | None] = [None] * len(items)
+        if self.config.screen_degenerate and rubric.judged:
+            for i, item in enumerate(items):
                 reason = screen_response(item.response, item.prompt, rubric=rubric, phrases=self.config.screen_phrases)
                 if reason is not None:
-                    return _screened(rubric, item, reason)
-            return await self._grade(rubric, item)
+                    results[i] = _screened(rubric, item, reason)
+        todo = [i for i, r in enumerate(results) if r is None]
+        try:
+            graded = await self._grade([items[i] for i in todo], rubric) if todo else []
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug must not stop a training run; it is reported on the result
-            log.exception("grading failed")
-            err = JudgeError(ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+            log.exception("grading failed")  # the details stay in the log, never in a result
+            err = JudgeError(ErrorKind.INTERNAL, f"internal error ({type(exc).__name__}); details in the log")
             verdicts = tuple(Verdict(c.name, None, None, error=err) for c in rubric.criteria)
-            return ScoreResult(None, verdicts, error=str(err), metadata=_meta(item))
+            graded = [ScoreResult(None, verdicts, error=str(err), metadata=_meta(items[i])) for i in todo]
+        for i, result in zip(todo, graded, strict=True):
+            results[i] = result
+        return results  # type: ignore[return-value]
 
-    async def _grade(self, rubric: Rubric, item: Item) -> ScoreResult:
+    async def _grade(self, items: Sequence[Item], rubric: Rubric) -> list[ScoreResult]:
         judged = rubric.judged
-        jobs = []  # (judge index, coroutine)
+        jobs = []  # (judge index, item index or None for a group judge's votes on every item, coroutine)
         for ji, judge in enumerate(self.judges):
+            if getattr(judge.config, "group_mode", False) and judged:
+                jobs.append((ji, None, judge_group(
+                    judge, rubric, items, seed=self.config.seed, shuffle=self.config.shuffle,
+                    reask=self.config.reask, exemplars=self._exemplars_for, on_call=_ON_CALL.get())))
+                continue
             k = judge.config.criteria_per_call(len(judged))
-            for sample in range(judge.config.samples):
-                for start in range(0, len(judged), k):
-                    chunk = judged[start : start + k]
-                    jobs.append((ji, self._render_and_run(judge, rubric, item, chunk, sample)))
-        outcomes = await asyncio.gather(*(coro for _, coro in jobs))
+            for ii, item in enumerate(items):
+                for sample in range(judge.config.samples):
+                    for start in range(0, len(judged), k):
+                        chunk = judged[start : start + k]
+                        jobs.append((ji, ii, self._render_and_run(judge, rubric, item, chunk, sample)))
+        outcomes = await asyncio.gather(*(coro for _, _, coro in jobs))
 
-        votes: dict[str, list[tuple[int, Verdict]]] = {c.name: [] for c in judged}
-        calls: list[CallRecord] = []
-        for (ji, _), (verdicts, record) in zip(jobs, outcomes, strict=True):
-            calls.append(record)
-            for v in verdicts:
-                votes[v.criterion].append((ji, v))
+        votes: list[dict[str, list[tuple[int, Verdict]]]] = [{c.name: [] for c in judged} for _ in items]
+        calls: list[list[CallRecord]] = [[] for _ in items]
+        for (ji, ii, _), outcome in zip(jobs, outcomes, strict=True):
+            targets = enumerate(outcome) if ii is None else [(ii, (outcome[0], [outcome[1]]))]
+            for target, (verdicts, records) in targets:
+                calls[target].extend(records)
+                for v in verdicts:
+                    votes[target][v.criterion].append((ji, v))
+        return [self._score(rubric, item, votes[i], calls[i]) for i, item in enumerate(items)]
 
+    def _score(self, rubric: Rubric, item: Item, votes: Mapping[str, list[tuple[int, Verdict]]],
+               calls: Sequence[CallRecord]) -> ScoreResult:
         final: dict[str, Verdict] = {}
         for c in rubric.criteria:
             if not c.is_judged:
@@ -153,14 +176,16 @@ class Grader:
         request = ChatRequest(call.messages, schema=call.schema, logprobs=cfg.logprobs,
                               top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample)
         start = time.perf_counter()
-        kw = {"accept": _parses(call)} if getattr(judge, "caches", False) else {}
+        vetted = _Vetted(call) if getattr(judge, "caches", False) else None
+        kw = {"accept": vetted} if vetted is not None else {}
+        parse = vetted.parse if vetted is not None else partial(parse_reply, call)
         reply = await judge.complete(request, **kw)
         usage, cost, attempts, cached = reply.usage, reply.cost, reply.attempts, reply.cached
         error: JudgeError | None = reply.error
         parsed = None
         if error is None:
             try:
-                parsed = parse_reply(call, reply.text)
+                parsed = parse(reply.text)
             except PromptError as exc:
                 error = JudgeError(ErrorKind.PARSE, str(exc))
                 if self.config.reask:
@@ -173,7 +198,7 @@ class Grader:
                         error = retry.error
                     else:
                         try:
-                            parsed, error, reply = parse_reply(call, retry.text), None, retry
+                            parsed, error, reply = parse(retry.text), None, retry
                         except PromptError as exc2:
                             error = JudgeError(ErrorKind.PARSE, f"{exc2} (after one re-ask)")
         record = CallRecord(
@@ -220,44 +245,51 @@ class Grader:
 
         # Identical (rubric, item) pairs anywhere in the batch are graded once; the copies get the
         # result with their own metadata and calls marked free (cached, cost 0), as in-flight dedupe does.
-        first = _first_copies(pairs)
+        keys = _pair_keys(pairs)
+        first = _first_copies(pairs, keys)
         unique = [i for i, f in enumerate(first) if f == i]
         copies: dict[int, list[int]] = {}
         for i, f in enumerate(first):
             if f != i:
                 copies.setdefault(f, []).append(i)
 
-        # Admission window, in unique items: only enough to keep every judge slot busy (twice over) are
+        # Scheduling units: one item each, or, with a group judge, one group each (graded together).
+        grouped = any(getattr(j.config, "group_mode", False) for j in self.judges)
+        units = group_units(pairs, keys, unique) if grouped else [[i] for i in unique]
+        # Admission window, in units: only enough to keep every judge slot busy (twice over) are
         # rendered and queued at a time, so a large batch's first answers are not stuck behind the rest.
-        gate = asyncio.Semaphore(self._item_window([pairs[i] for i in unique]))
+        window = self._item_window([pairs[i] for i in unique])
+        gate = asyncio.Semaphore(max(2, math.ceil(window * len(units) / max(1, len(unique)))))
 
-        async def one(i: int, rubric: Rubric, item: Item) -> ScoreResult:
+        async def one(unit: list[int]) -> list[ScoreResult]:
             async with gate:
-                result = await self.grade(rubric, item)
+                results = await self.grade_group(pairs[unit[0]][0], [pairs[i][1] for i in unit])
             if on_result is not None:
-                on_result(i, result)
-                for j in copies.get(i, ()):
-                    on_result(j, _copy_of(result, pairs[j][1]))
-            return result
+                for i, result in zip(unit, results, strict=True):
+                    on_result(i, result)
+                    for j in copies.get(i, ()):
+                        on_result(j, _copy_of(result, pairs[j][1]))
+            return results
 
         hook = _ON_CALL.set(on_call)
         with batch_scope(deadline_s):  # tasks inherit the scope: the transport cuts calls at the deadline
-            tasks = {i: asyncio.ensure_future(one(i, *pairs[i])) for i in unique}
+            tasks = [asyncio.ensure_future(one(unit)) for unit in units]
         _ON_CALL.reset(hook)
         if not tasks:
             return []
+        where = {i: (task, pos) for task, unit in zip(tasks, units, strict=True) for pos, i in enumerate(unit)}
         # safety net: calls end at the deadline; an item still running well after it is cancelled
-        done, pending = await asyncio.wait(tasks.values(),
-                                           timeout=None if net is None else net + max(0.5, 0.1 * net))
+        done, pending = await asyncio.wait(tasks, timeout=None if net is None else net + max(0.5, 0.1 * net))
         for t in pending:
             t.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
         results = []
         for i, (rubric, item) in enumerate(pairs):
-            task = tasks[first[i]]
+            task, pos = where[first[i]]
             if task in done:
-                results.append(task.result() if first[i] == i else _copy_of(task.result(), item))
+                result = task.result()[pos]
+                results.append(result if first[i] == i else _copy_of(result, item))
             else:
                 err = JudgeError(ErrorKind.DEADLINE, f"not judged within the batch deadline of {net}s")
                 results.append(ScoreResult(
@@ -277,30 +309,50 @@ class Grader:
                 limiters.add(id(limiter))
                 slots += limiter.slots.capacity
         sample = pairs[: min(len(pairs), 32)]
-        calls = 0
-        for rubric, _ in sample:
-            n = len(rubric.judged)
-            calls += sum(j.config.samples * -(-n // j.config.criteria_per_call(n)) for j in self.judges if n)
+        calls = sum(self.calls_per_item(rubric) for rubric, _ in sample)
         per_item = max(1.0, calls / max(1, len(sample)))
         return max(2, math.ceil(2 * slots / per_item))
+
+    def calls_per_item(self, rubric: Rubric) -> float:
+        """Judge calls one item of ``rubric`` takes (every judge, sample and criterion batch); a group
+        judge's calls count as shared by ``group_size`` items."""
+        n = len(rubric.judged)
+        if not n:
+            return 0
+        total = 0.0
+        for j in self.judges:
+            calls = j.config.samples * -(-n // j.config.criteria_per_call(n))
+            if getattr(j.config, "group_mode", False):
+                calls = calls * j.config.group_passes / j.config.group_size
+            total += calls
+        return total if total != int(total) else int(total)
 
     async def aclose(self) -> None:
         for judge in self.judges:
             await judge.aclose()
 
 
-def _first_copies(pairs: Sequence[tuple[Rubric, Item]]) -> list[int]:
-    """For each pair, the index of the first identical pair (same rubric content, prompt and response)."""
+def _pair_keys(pairs: Sequence[tuple[Rubric, Item]]) -> list[tuple[str, Any]]:
+    """For each pair, its (rubric content, prompt) key: what identical pairs and one group share."""
     fingerprints: dict[int, str] = {}
-    seen: dict[tuple, int] = {}
+    prompts: dict[int, str] = {}  # a conversation is serialised once per object (a prompt's generations share it)
     out = []
-    for i, (rubric, item) in enumerate(pairs):
+    for rubric, item in pairs:
         fp = fingerprints.get(id(rubric))
         if fp is None:
             fp = fingerprints[id(rubric)] = rubric.fingerprint()
-        prompt = item.prompt if item.prompt is None or isinstance(item.prompt, str) else repr(item.prompt)
-        out.append(seen.setdefault((fp, prompt, item.response), i))
+        prompt = item.prompt
+        if prompt is not None and not isinstance(prompt, str):
+            key = prompts.get(id(prompt))
+            prompt = key if key is not None else prompts.setdefault(id(prompt), repr(prompt))
+        out.append((fp, prompt))
     return out
+
+
+def _first_copies(pairs: Sequence[tuple[Rubric, Item]], keys: Sequence[tuple[str, Any]]) -> list[int]:
+    """For each pair, the index of the first identical pair (same rubric content, prompt and response)."""
+    seen: dict[tuple, int] = {}
+    return [seen.setdefault((*key, item.response), i) for i, (key, (_, item)) in enumerate(zip(keys, pairs, strict=True))]
 
 
 def _copy_of(result: ScoreResult, item: Item) -> ScoreResult:
@@ -309,17 +361,26 @@ def _copy_of(result: ScoreResult, item: Item) -> ScoreResult:
     return replace(result, calls=calls, metadata=_meta(item))
 
 
-def _parses(call: JudgeCall) -> Callable[[ChatReply], bool]:
-    """Whether a reply parses for ``call`` (only such replies go into a reply cache)."""
+class _Vetted:
+    """A reply cache's ``accept`` for one call: a reply is stored only if it parses, and the parse is
+    kept, so the grader reads the same reply once (not once to vet it and again for its verdicts)."""
 
-    def accept(reply: ChatReply) -> bool:
+    __slots__ = ("call", "text", "parsed")
+
+    def __init__(self, call: JudgeCall):
+        self.call, self.text, self.parsed = call, None, None
+
+    def __call__(self, reply: ChatReply) -> bool:
         try:
-            parse_reply(call, reply.text)
+            self.parsed, self.text = parse_reply(self.call, reply.text), reply.text
         except PromptError:
             return False
         return True
 
-    return accept
+    def parse(self, text: str | None) -> Any:
+        if self.parsed is not None and text is self.text:
+            return self.parsed
+        return parse_reply(self.call, text)
 
 
 def _check_verdict(criterion: Criterion, item: Item) -> Verdict:

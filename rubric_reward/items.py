@@ -6,49 +6,99 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Item", "Message", "as_messages", "response_text"]
+__all__ = ["Conversation", "Item", "Message", "as_messages", "response_text", "unencodable_at", "valid_text"]
 
 Message = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One response to judge. ``prompt`` is a string, a list of chat messages, or None."""
+    """One response to judge. ``prompt`` is a string, a list of chat messages, or None.
+
+    ``group`` says which responses a ``mode: group`` judge judges together: those with the same
+    rubric, prompt and group label (None: the prompt alone decides; with no prompt either, the item
+    is judged alone). Other judges ignore it.
+    """
 
     response: str
     prompt: str | Sequence[Message] | None = None
     id: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    group: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.response, str):
-            object.__setattr__(self, "response", response_text(self.response))
-        if self.prompt is not None and not isinstance(self.prompt, str):
-            object.__setattr__(self, "prompt", tuple(as_messages(self.prompt)))
+        if isinstance(self.id, str) and (at := unencodable_at(self.id)) is not None:
+            raise ValueError(f"field 'id' is not valid text (a lone surrogate at character {at})")
+        response = self.response if isinstance(self.response, str) else response_text(self.response)
+        object.__setattr__(self, "response", valid_text(response))
+        if isinstance(self.prompt, str):
+            object.__setattr__(self, "prompt", valid_text(self.prompt))
+        elif self.prompt is not None and not isinstance(self.prompt, Conversation):
+            object.__setattr__(self, "prompt", Conversation(as_messages(self.prompt)))
+
+
+class Conversation(tuple):
+    """Chat messages already normalised by :func:`as_messages` (so they are not normalised again)."""
+
+    __slots__ = ()
+
+
+def unencodable_at(text: str) -> int | None:
+    """Where ``text`` first holds what UTF-8 cannot carry (a lone surrogate, valid in JSON), or None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def valid_text(text: str) -> str:
+    """``text`` with what UTF-8 cannot carry replaced by U+FFFD (a surrogate pair is joined)."""
+    if unencodable_at(text) is None:
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def as_messages(conversation: Sequence[Message] | str) -> list[dict[str, str]]:
     """Normalise a conversation to ``[{"role", "content"}]``, validating each turn."""
     if isinstance(conversation, str):
         return [{"role": "user", "content": conversation}]
+    if isinstance(conversation, Conversation):
+        return list(conversation)
+    if isinstance(conversation, Mapping | bytes) or not isinstance(conversation, Sequence):
+        raise ValueError(f"must be a string or a list of chat messages, got {type(conversation).__name__}")
     out = []
     for i, m in enumerate(conversation):
         if not isinstance(m, Mapping) or "role" not in m or "content" not in m:
-            raise ValueError(f"prompt[{i}]: a message needs 'role' and 'content', got {m!r:.80}")
-        out.append({"role": str(m["role"]), "content": _content_text(m["content"], f"prompt[{i}].content")})
+            raise ValueError(f"[{i}]: a message needs 'role' and 'content', got {m!r:.80}")
+        out.append({"role": valid_text(str(m["role"])),
+                    "content": valid_text(_content_text(m["content"], f"[{i}].content"))})
     return out
 
 
 def response_text(response: Any) -> str:
-    """The text of a completion: a string, or TRL's conversational ``[{"role": "assistant", ...}]``."""
+    """The text of a completion: a string, an assistant message, or TRL's conversational
+    ``[{"role": "assistant", "content": ...}]`` (assistant turns joined). Anything else (bytes, numbers,
+    nested lists, a list holding no assistant turn) raises ValueError saying what it got."""
     if isinstance(response, str):
         return response
-    if isinstance(response, Mapping) and "content" in response:
-        return _content_text(response["content"], "response.content")
-    if isinstance(response, Sequence):
-        turns = [m for m in response if isinstance(m, Mapping) and m.get("role", "assistant") == "assistant"]
-        return "\n".join(_content_text(m.get("content", ""), "response.content") for m in turns)
-    raise ValueError(f"response must be a string or assistant messages, got {type(response).__name__}")
+    if isinstance(response, Mapping):
+        response = [response]
+    if isinstance(response, bytes) or not isinstance(response, Sequence):
+        raise ValueError(f"must be a string or assistant messages, got {type(response).__name__}")
+    texts, roles = [], []
+    for i, m in enumerate(response):
+        if not isinstance(m, Mapping) or "content" not in m:
+            raise ValueError(f"[{i}]: a message needs 'role' and 'content', got {type(m).__name__} {m!r:.60}")
+        role = m.get("role", "assistant")
+        roles.append(str(role))
+        if role == "assistant":
+            texts.append(_content_text(m["content"], f"[{i}].content"))
+    if not texts:
+        raise ValueError(f"holds no assistant turn (roles: {', '.join(roles) or 'none'})")
+    return "\n".join(texts)
 
 
 def _content_text(content: Any, where: str) -> str:
@@ -56,6 +106,8 @@ def _content_text(content: Any, where: str) -> str:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, Sequence):  # OpenAI content parts
-        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    if isinstance(content, Sequence) and not isinstance(content, bytes):  # OpenAI content parts
+        if not all(isinstance(p, Mapping) for p in content):
+            raise ValueError(f"{where}: content parts must be objects, got {content!r:.60}")
+        return "".join(str(p.get("text") or "") for p in content)
     raise ValueError(f"{where}: expected text, got {type(content).__name__}")

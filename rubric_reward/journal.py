@@ -55,6 +55,12 @@ class Journal:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._fd: int | None = None
+        self._reported: set[tuple[str, int]] = set()  # damage already logged (each read sees it again)
+
+    def _report(self, what: tuple[str, int], message: str, *args: Any) -> None:
+        if what not in self._reported:
+            self._reported.add(what)
+            log.warning(message, self.path, *args)
 
     # ------------------------------------------------------------------ reading
     def read(self, *, repair: bool = False) -> list[Entry]:
@@ -64,8 +70,8 @@ class Journal:
         data = self.path.read_bytes()
         end = data.rfind(b"\n") + 1  # everything after the last newline is a torn write
         if end < len(data):
-            log.warning("%s: ignoring a partial last line (%d bytes) left by an interrupted run",
-                        self.path, len(data) - end)
+            self._report(("torn", end), "%s: ignoring a partial last line (%d bytes) left by an interrupted run",
+                         len(data) - end)
             if repair:
                 with open(self.path, "r+b") as f:
                     f.truncate(end)
@@ -78,7 +84,7 @@ class Journal:
             try:
                 entry = json.loads(line)
             except (json.JSONDecodeError, UnicodeDecodeError):
-                log.warning("%s: line %d is not valid JSON; ignored", self.path, n)
+                self._report(("line", n), "%s: line %d is not valid JSON; ignored", n)
                 continue
             if isinstance(entry, dict) and isinstance(entry.get("key"), str):
                 entries.append(entry)
@@ -120,4 +126,5 @@ class Journal:
                 entry = update(entry) if update is not None else entry
                 lines.append(json.dumps(entry, ensure_ascii=False, allow_nan=False))
         write_atomic(self.path, "".join(line + "\n" for line in lines))
+        self._reported.clear()
         return len(lines)

@@ -1,8 +1,8 @@
 """Logprob verdicts: the judge's probability over verdict labels, read from its token logprobs.
 
 Where a backend returns token logprobs, the verdict's value is located in the token stream (the text
-after ``"verdict": "``; for a multi-criterion call, the one inside each ``"C<n>"`` object). At that
-position the top alternatives are matched to the allowed labels:
+after ``"verdict": "`` in the answer object; for a multi-criterion call, the one inside each
+``"C<n>"`` object). At that position the top alternatives are matched to the allowed labels:
 
 * an alternative is first stripped of the characters the chosen token has before the value (a token
   may carry the opening quote, e.g. ``: "MET``), and is dropped if it does not share them;
@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from .judges.base import ChatReply, TokenLogprob
-from .prompts import JudgeCall
+from .prompts import JudgeCall, answer_start
 from .results import Verdict
 from .rubric import Criterion
 
@@ -71,14 +71,16 @@ def token_offsets(tokens: Sequence[TokenLogprob]) -> tuple[list[int], str]:
 
 
 def _verdict_sites(call: JudgeCall, text: str) -> dict[str, int]:
-    """Character offsets where each criterion's verdict label starts."""
-    matches = list(_VERDICT.finditer(text))
+    """Character offsets where each criterion's verdict label starts, inside the answer object (never in
+    text the judge quoted before it)."""
+    start = answer_start(text)
+    matches = list(_VERDICT.finditer(text, max(start, 0))) if start >= 0 else []
     if not matches:
         return {}
     if call.keys is None:
         return {call.criteria[0].name: matches[-1].end()}
     names = dict(zip(call.keys, (c.name for c in call.criteria), strict=True))
-    keys = [(m.start(), m.group(1)) for m in _KEY.finditer(text)]
+    keys = [(m.start(), m.group(1)) for m in _KEY.finditer(text, start)]
     sites: dict[str, int] = {}
     for m in matches:
         owner = None

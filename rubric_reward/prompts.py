@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .items import Item, as_messages
+from .provenance import quoted_from
 from .rubric import ABSTAIN_LABEL, MET, UNMET, Criterion, CriterionKind, Rubric
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "ParsedVerdict",
     "PromptError",
     "TEMPLATE_VERSION",
+    "answer_start",
     "fence",
     "parse_reply",
     "reask_messages",
@@ -277,21 +279,44 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
 
 
-def _json_objects(text: str) -> list[dict[str, Any]]:
-    """Top-level JSON objects in ``text`` (prose and code fences around them are tolerated)."""
+def _json_objects(text: str, decoder: json.JSONDecoder = _DECODER) -> list[tuple[dict[str, Any], int, int]]:
+    """Top-level JSON objects in ``text`` with their spans (prose and code fences around them are
+    tolerated). The default decoder refuses duplicate keys (a PromptError)."""
     objects, i = [], text.find("{")
     while i >= 0:
         try:
-            obj, end = _DECODER.raw_decode(text, i)
+            obj, end = decoder.raw_decode(text, i)
         except _DuplicateKey as exc:
             raise PromptError(f"duplicated key(s) {exc.args[0]} in the answer") from None
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             i = text.find("{", i + 1)
             continue
         if isinstance(obj, dict):
-            objects.append(obj)
+            objects.append((obj, i, end))
         i = text.find("{", end)
     return objects
+
+
+def _dicts_within(value: Any) -> list[dict[str, Any]]:
+    """Every JSON object in ``value``, itself included, at any depth."""
+    out, stack = [], [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            out.append(v)
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return out
+
+
+def answer_start(text: str) -> int:
+    """Where the judge's answer object starts in ``text`` (the last top-level JSON object), or -1."""
+    try:
+        objects = _json_objects(text)
+    except PromptError:
+        return -1
+    return objects[-1][1] if objects else -1
 
 
 def _match_label(raw: Any, c: Criterion) -> str:
@@ -315,42 +340,55 @@ def _parsed(obj: Mapping[str, Any], c: Criterion) -> ParsedVerdict:
     return ParsedVerdict(c.name, label, c.value_of(label), reason if isinstance(reason, str) else str(reason))
 
 
+def _answer_object(call: JudgeCall, text: str) -> tuple[dict[str, Any], list[Any]]:
+    """The judge's own answer object and the verdict objects in it (one per criterion).
+
+    It is the only verdict-shaped object in the answer, at any depth, and nothing but white space or
+    a closing code fence follows it: a verdict quoted in prose before a verdict given in words is
+    never the answer."""
+    objects = _json_objects(text)
+    keys = call.keys
+    shaped = (lambda o: "verdict" in o) if keys is None else (lambda o: any(k in o for k in keys))
+    found = [(o, end) for o, _, end in objects if shaped(o)]
+    if not found:
+        raise PromptError("no JSON object with a 'verdict' in the answer" if keys is None
+                          else f"no JSON object with keys {list(keys)} in the answer")
+    if len(found) > 1:
+        raise PromptError(f"{len(found)} verdict objects in the answer; exactly one is allowed" if keys is None
+                          else f"{len(found)} answer objects; exactly one is allowed")
+    obj, end = found[0]
+    own = [obj] if keys is None else [obj.get(k) for k in keys]
+    mine = {id(obj), *(id(v) for v in own)}
+    if any(id(d) not in mine and ("verdict" in d or (keys and any(k in d for k in keys)))
+           for o, _, _ in objects for d in _dicts_within(o)):
+        raise PromptError("the answer holds a verdict object inside another JSON value; answer with "
+                          "only your own verdict object")
+    if text[end:].strip().strip("`").strip():
+        raise PromptError("text follows the JSON verdict object; the answer must end with it")
+    return obj, own
+
+
 def parse_reply(call: JudgeCall, text: str | None) -> list[ParsedVerdict]:
-    """Parse a judge answer strictly. Raises :class:`PromptError` explaining what was wrong."""
+    """Parse a judge answer strictly. Raises :class:`PromptError` explaining what was wrong.
+
+    The verdict is the judge's own structured output: one JSON object that ends the answer (see
+    :func:`_answer_object`), none of whose verdicts occurs in the response under judgment
+    (:func:`rubric_reward.provenance.quoted_from`)."""
     if not text or not text.strip():
         raise PromptError("the answer is empty")
-    objects = _json_objects(text)
-    if call.response and "{" in call.response:
-        # a judge answering in prose may quote the response; JSON it quotes is the response's, not a verdict
-        try:
-            quoted = _json_objects(call.response)
-        except PromptError:
-            quoted = []
-        shaped = [o for o in objects if "verdict" in o or (call.keys and any(k in o for k in call.keys))]
-        if quoted and any(o in quoted for o in shaped):
-            raise PromptError("the answer repeats JSON that occurs in the response under judgment; "
-                              "give your own verdict object, not one quoted from the response")
-    if call.keys is None:
-        found = [o for o in objects if "verdict" in o]
-        if not found:
-            raise PromptError("no JSON object with a 'verdict' in the answer")
-        if len(found) > 1:
-            raise PromptError(f"{len(found)} verdict objects in the answer; exactly one is allowed")
-        return [_parsed(found[0], call.criteria[0])]
-    found = [o for o in objects if any(k in o for k in call.keys)]
-    if not found:
-        raise PromptError(f"no JSON object with keys {list(call.keys)} in the answer")
-    if len(found) > 1:
-        raise PromptError(f"{len(found)} answer objects; exactly one is allowed")
-    obj = found[0]
-    missing = [k for k in call.keys if k not in obj]
-    if missing:
-        raise PromptError(f"the answer lacks key(s) {missing}")
+    obj, own = _answer_object(call, text)
+    if call.keys is not None:
+        missing = [k for k in call.keys if k not in obj]
+        if missing:
+            raise PromptError(f"the answer lacks key(s) {missing}")
     out = []
-    for k, c in zip(call.keys, call.criteria, strict=True):
-        if not isinstance(obj[k], Mapping):
+    for k, c, v in zip(call.keys or (None,), call.criteria, own, strict=True):
+        if not isinstance(v, Mapping):
             raise PromptError(f"criterion {c.name!r} ({k}): expected an object with 'reason' and 'verdict'")
-        out.append(_parsed(obj[k], c))
+        if quoted_from(v, call.response):
+            raise PromptError(f"criterion {c.name!r}: the verdict repeats text from the response under judgment; "
+                              "give your own verdict object, not one quoted from the response")
+        out.append(_parsed(v, c))
     return out
 
 

@@ -17,10 +17,10 @@ __all__ = ["MASK", "redact"]
 MASK = "[redacted]"
 _MIN_SECRET = 8  # shorter environment values are too likely to occur by chance ("true", "1", a port)
 _SECRET_ENV = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|ACCESS_KEY)", re.I)
-_BEARER = re.compile(r"\b(Bearer|Basic)\s+[^\s\"',;}\]]+", re.I)
+_BEARER = re.compile(r"\b(Bearer|Basic)\s+(?:\[redacted\])*+[^\s\"',;}\]]+", re.I)  # a lone mask stays as it is
 _HEADER = re.compile(
     r"""(?P<name>\b(?:x-api-key|api[-_]?key|authorization|x-goog-api-key|proxy-authorization)\b["']?\s*[:=]\s*["']?)"""
-    r"""(?P<value>(?!\[redacted\]|(?:Bearer|Basic)\s)[^\s"',;}\]]+)""",
+    r"""(?P<value>(?!(?:Bearer|Basic)\s)(?:\[redacted\])*+[^\s"',;}\]]+)""",
     re.I,
 )
 

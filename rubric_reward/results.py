@@ -75,7 +75,12 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class CallRecord:
-    """One logical judge call (possibly several HTTP attempts) and what it cost."""
+    """One logical judge call (possibly several HTTP attempts) and what it cost.
+
+    ``share`` is the part of the call this result carries: a group call judging N responses is on
+    each of their results with ``share = 1/N`` and ``cost`` its share of the bill (``usage``
+    describes the whole answer), so shares and costs sum to one call over the group.
+    """
 
     judge: str
     criteria: tuple[str, ...]
@@ -85,6 +90,7 @@ class CallRecord:
     attempts: int = 1
     cached: bool = False
     error: JudgeError | None = None
+    share: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -185,6 +191,12 @@ class ScoreResult:
     @property
     def cost(self) -> float:
         return sum(c.cost for c in self.calls if not c.cached)
+
+    @property
+    def judge_calls(self) -> float:
+        """Judge calls this result paid for (cached and duplicate calls excluded; a group call counts
+        its share)."""
+        return sum(c.share for c in self.calls if not c.cached)
 
     @property
     def usage(self) -> Usage:

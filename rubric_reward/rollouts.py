@@ -14,7 +14,8 @@ end of sequence. Three backends:
   (vLLM's ``--lora-modules NAME=PATH``) and is sent as the ``model`` field.
 
 Reasoning models (Qwen3) open their answer with a ``<think>...</think>`` block. It is stripped from the
-returned texts unless ``keep_think=True``; see :func:`strip_think`.
+returned texts unless ``keep_think=True``, by the reward core's rule (:func:`~rubric_reward.rewards.text.strip_think`:
+the text after the last ``</think>``; nothing when a ``<think>`` is never closed).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -32,30 +32,13 @@ __all__ = ["BACKENDS", "VLLM_INSTALL_HINT", "Prompt", "generate_responses", "str
 
 from .models import resolve_model as _resolve  # hub ids, local folders, the bundled default model
 from .progress import Progress
+from .rewards.text import strip_think
 
 Prompt = str | Sequence[Mapping[str, Any]]
 Backend = Literal["transformers", "vllm", "openai"]
 BACKENDS = ("transformers", "vllm", "openai")
 VLLM_INSTALL_HINT = "pip install 'rubric-reward[vllm]'"
 _TRAIN_HINT = "pip install 'rubric-reward[train]'"
-
-_THINK = re.compile(r"\A\s*<think>.*?</think>\s*", re.DOTALL)
-_OPEN_THINK = re.compile(r"\A\s*<think>", re.DOTALL)
-
-
-def strip_think(text: str) -> str:
-    """Drop a leading ``<think>...</think>`` block and the whitespace around it.
-
-    Only a block at the very start counts; later ``<think>`` text is part of the answer. A leading
-    block that is never closed (generation stopped while thinking) leaves no answer: ``""``.
-    """
-    match = _THINK.match(text)
-    if match:
-        return text[match.end():]
-    if _OPEN_THINK.match(text):
-        return ""
-    return text
-
 
 def to_messages(prompt: Prompt) -> list[dict[str, Any]]:
     """A prompt as chat messages: a string becomes one user turn."""

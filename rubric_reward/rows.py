@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .files import json_problem
+
 __all__ = ["DataError", "DataSource", "located_rows", "numbered_jsonl_rows", "read_rows"]
 
 
@@ -110,7 +112,7 @@ def numbered_jsonl_rows(path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:  # one line number, the file's (json's own counts within the row)
-                raise DataError(f"{path}: line {n}: not valid JSON at column {exc.colno}: {exc.msg}") from None
+                raise DataError(f"{path}: line {n}: not valid JSON at column {exc.colno}: {json_problem(exc)}") from None
             if not isinstance(row, Mapping):
                 raise DataError(f"{path}: line {n}: expected a JSON object, got {type(row).__name__}")
             yield n, row

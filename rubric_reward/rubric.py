@@ -24,6 +24,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from .items import unencodable_at
+
 __all__ = [
     "ABSTAIN_LABEL",
     "BINARY_LABELS",
@@ -413,4 +415,6 @@ def _validate_rubric(rubric: Rubric) -> None:
 def _as_str(value: Any, where: str) -> str:
     if not isinstance(value, str):
         raise RubricError(f"{where} must be a string, got {type(value).__name__}")
+    if (at := unencodable_at(value)) is not None:
+        raise RubricError(f"{where} is not valid text (a lone surrogate at character {at})")
     return value

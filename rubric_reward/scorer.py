@@ -1,7 +1,8 @@
 """The public facade: ``Scorer(rubric, judge).score(prompt, response)``.
 
-Async methods (``ascore``, ``ascore_batch``) are the core; the sync methods run them on a private
-event-loop thread so pooled connections live across calls.
+Async methods (``ascore``, ``ascore_batch``, ``ascore_pairs``) are the core; the sync methods run
+them on a private event-loop thread (:class:`~rubric_reward._loop.SyncFacade`) so pooled
+connections live across calls.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._loop import LoopThread
+from ._loop import SyncFacade
 from .grader import Grader, GradingConfig
 from .items import Item
 from .judges.judge import as_judges
@@ -23,7 +24,7 @@ __all__ = ["Scorer"]
 RubricLike = Rubric | str | Path | Mapping | Sequence
 
 
-class Scorer:
+class Scorer(SyncFacade):
     """Score responses against a rubric with one judge or an ensemble.
 
     ``judge`` is a model string (litellm form, e.g. ``"openai/gpt-4.1-mini"``, or any model name
@@ -49,15 +50,30 @@ class Scorer:
         grading = GradingConfig(**grading) if isinstance(grading, Mapping) else grading or GradingConfig()
         self._has_judge = bool(judges)
         self.grader = Grader(judges or [_NO_JUDGE], scoring=scoring, config=grading, exemplars=exemplars)
-        self._loop: LoopThread | None = None
+
+    @property
+    def has_judge(self) -> bool:
+        """Whether a judge is configured (rubrics made only of programmatic checks need none)."""
+        return self._has_judge
+
+    @property
+    def judge_names(self) -> list[str]:
+        return [j.name for j in self.grader.judges] if self._has_judge else []
+
+    def check_rubric(self, rubric: Rubric) -> Rubric:
+        """``rubric``, if this scorer can grade it (ValueError when it has judged criteria and no judge)."""
+        if rubric.judged and not self._has_judge:
+            raise ValueError(f"Scorer: rubric {rubric.name!r} has judged criteria, so a judge is needed (judge=...)")
+        return rubric
+
+    def calls_per_item(self, rubric: Rubric) -> int:
+        """Judge calls one item of ``rubric`` takes (0 for programmatic checks only): for progress bars."""
+        return self.grader.calls_per_item(rubric) if self._has_judge else 0
 
     def _rubric(self, rubric: RubricLike | None) -> Rubric:
         if rubric is None and self.rubric is None:
             raise ValueError("Scorer: no rubric given here or at construction")
-        out = load_rubric(rubric) if rubric is not None else self.rubric
-        if out.judged and not self._has_judge:
-            raise ValueError(f"Scorer: rubric {out.name!r} has judged criteria, so a judge is needed (judge=...)")
-        return out
+        return self.check_rubric(load_rubric(rubric) if rubric is not None else self.rubric)
 
     # ------------------------------------------------------------------ async core
     async def ascore(self, prompt: Any, response: Any, *, rubric: RubricLike | None = None,
@@ -68,9 +84,15 @@ class Scorer:
                            deadline_s: float | None = None, on_result: Any = None,
                            on_call: Any = None) -> list[ScoreResult]:
         """Score many items concurrently. Each is an Item, a (prompt, response[, rubric]) tuple, or a
-        mapping with ``response`` and optional ``prompt``, ``rubric`` and ``id``. ``on_result(i, result)``
+        mapping with ``response`` and optional ``prompt``, ``rubric``, ``id`` and ``group``. ``on_result(i, result)``
         and ``on_call(call_record)`` report progress per item and per judge call."""
-        pairs = [self._pair(x) for x in items]
+        return await self.ascore_pairs([self._pair(x) for x in items], deadline_s=deadline_s, on_result=on_result,
+                                       on_call=on_call)
+
+    async def ascore_pairs(self, pairs: Sequence[tuple[Rubric, Item]], *, deadline_s: float | None = None,
+                           on_result: Any = None, on_call: Any = None) -> list[ScoreResult]:
+        """Score prepared (rubric, item) pairs concurrently, in order, each rubric its own; identical pairs
+        are judged once. Judge calls unfinished at ``deadline_s`` end as DEADLINE failures (never a hang)."""
         return await self.grader.grade_many(pairs, deadline_s=deadline_s, on_result=on_result, on_call=on_call)
 
     def _pair(self, x: Any) -> tuple[Rubric, Item]:
@@ -83,7 +105,8 @@ class Scorer:
             if "response" not in x:
                 raise ValueError(f"item is missing field 'response': {dict(x)!r:.120}")
             return self._rubric(x.get("rubric")), Item(
-                response=x["response"], prompt=x.get("prompt"), id=None if x.get("id") is None else str(x["id"])
+                response=x["response"], prompt=x.get("prompt"), id=None if x.get("id") is None else str(x["id"]),
+                group=None if x.get("group") is None else str(x["group"]),
             )
         raise TypeError(f"cannot score a {type(x).__name__}; pass an Item, a tuple or a mapping")
 
@@ -91,28 +114,23 @@ class Scorer:
         await self.grader.aclose()
 
     # ------------------------------------------------------------------ sync facade
-    def _runner(self) -> LoopThread:
-        if self._loop is None:
-            self._loop = LoopThread()
-        return self._loop
-
     def score(self, prompt: Any, response: Any, *, rubric: RubricLike | None = None) -> ScoreResult:
-        return self._runner().run(self.ascore(prompt, response, rubric=rubric))
+        self._own_grader()
+        return self._run(self.ascore(prompt, response, rubric=rubric))
 
     def score_batch(self, items: Iterable[Any], *, deadline_s: float | None = None) -> list[ScoreResult]:
-        return self._runner().run(self.ascore_batch(items, deadline_s=deadline_s))
+        self._own_grader()
+        return self._run(self.ascore_batch(items, deadline_s=deadline_s))
 
-    def close(self) -> None:
-        if self._loop is not None:
-            self._loop.run(self.aclose())
-            self._loop.close()
-            self._loop = None
+    def score_pairs(self, pairs: Sequence[tuple[Rubric, Item]], *,
+                    deadline_s: float | None = None) -> list[ScoreResult]:
+        self._own_grader()
+        return self._run(self.ascore_pairs(pairs, deadline_s=deadline_s))
 
-    def __enter__(self) -> Scorer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def _own_grader(self) -> None:
+        life = self._life
+        if life is None or self.grader not in life.resources:
+            self._own(self.grader)
 
 
 class _NoJudge:

@@ -5,9 +5,9 @@ draw false positives even from strong judges, and a policy under RL finds such "
 A screened response gets the rubric's minimum score without any judge call; the grader records the
 reason on the result (``ScoreResult.metadata["screened"]``).
 
-Text is compared as words after folding: NFKC/NFKD compatibility forms (fullwidth and styled
-letters become plain ones), case folded, format characters (zero-width spaces, joiners, soft
-hyphens) and combining marks dropped; a response that is one unit repeated is read as that unit.
+Text is compared as words after folding (:mod:`rubric_reward.folding`: fullwidth and styled letters
+become plain ones, case folded, zero-width and other format characters and combining marks
+dropped); a response that is one unit repeated is read as that unit.
 Degenerate means:
 
 - ``empty``, ``whitespace``, ``punctuation``: no word at all;
@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import functools
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from .folding import Words, scan, words
 
 __all__ = ["MASTER_KEYS", "screen_response"]
 
@@ -43,38 +44,10 @@ _RUBRIC_FIELDS = frozenset(
     "rubric criteria criterion name requirement requirements weight kind options option label value "
     "description guidelines check kwargs allow abstain binary ordinal nominal true false null none".split())
 
-# Han and kana run without spaces: each character is a word of its own.
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_WORD = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
 _SENTENCE_END = re.compile(r"[.?!;:\n。？！；：]")
 _LIST_LABEL = re.compile(r"^(?:[^\W\d_]|\d{1,2})$")  # "a", "B", "1", "12" before ")" or "."
 _BULLET = re.compile(r"(?:^|\n)\s*[-*•+]\s*$")  # "- ", "* ", "• " opening a line
 _OR = frozenset({"or"})
-
-Words = tuple[str, ...]
-
-
-def _fold(text: str) -> str:
-    """Compatibility forms, case folded, without format characters or combining marks."""
-    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
-    return "".join(ch for ch in text if unicodedata.category(ch) not in ("Cf", "Mn", "Me"))
-
-
-@functools.lru_cache(maxsize=256)
-def _scan(text: str) -> tuple[Words, tuple[str, ...]]:
-    """The folded words of ``text`` and the separators around them (``len(words) + 1`` of them)."""
-    folded = _fold(text)
-    words, seps, pos = [], [], 0
-    for m in _WORD.finditer(folded):
-        seps.append(folded[pos:m.start()])
-        words.append(m.group())
-        pos = m.end()
-    seps.append(folded[pos:])
-    return tuple(words), tuple(seps)
-
-
-def _words(text: str) -> Words:
-    return _scan(text)[0]
 
 
 def _unit(words: Words) -> Words:
@@ -88,7 +61,7 @@ def _unit(words: Words) -> Words:
 
 @functools.lru_cache(maxsize=64)
 def _pieces(texts: tuple[str, ...]) -> frozenset[Words]:
-    return frozenset(w for w in map(_words, texts) if w)
+    return frozenset(w for w in map(words, texts) if w)
 
 
 def _covered(words: Words, pieces: frozenset[Words]) -> bool:
@@ -154,7 +127,7 @@ def _offered(words: Words, seps: tuple[str, ...], start: int, end: int) -> bool:
 
 def _in_prompt(words: Words, prompt: str) -> bool:
     """Whether ``words`` occurs in ``prompt`` as a run of whole words it does not offer as a choice."""
-    pwords, seps = _scan(prompt)
+    pwords, seps = scan(prompt)
     if words == _unit(pwords):
         return True
     if all(w.isdigit() for w in words) or (len(words) == 1 and len(words[0]) == 1):
@@ -175,17 +148,17 @@ def screen_response(response: str, prompt: Any = None, *, rubric: Any = None,
         return "empty"
     if not response.strip():
         return "whitespace"
-    words = _unit(_words(response))
-    if not words:
+    said = _unit(words(response))
+    if not said:
         return "punctuation"
     keys = _pieces(MASTER_KEYS if phrases is None else tuple(phrases))
-    if _covered(words, keys):
+    if _covered(said, keys):
         return "master_key"
     if rubric is not None:
-        filler = keys | frozenset((w,) for w in words if w in _RUBRIC_FIELDS or w.isdigit())
-        if not _covered(words, filler) and _covered(words, _pieces(_rubric_texts(rubric)) | filler):
+        filler = keys | frozenset((w,) for w in said if w in _RUBRIC_FIELDS or w.isdigit())
+        if not _covered(said, filler) and _covered(said, _pieces(_rubric_texts(rubric)) | filler):
             return "rubric_echo"
-    rest = _strip_openers(words, keys)
+    rest = _strip_openers(said, keys)
     text = _prompt_text(prompt)
     if rest and text and _in_prompt(_unit(rest), text):
         return "prompt_echo"

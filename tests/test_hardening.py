@@ -53,6 +53,18 @@ def test_redact_removes_header_values_and_credential_environment_values(monkeypa
     assert "sk-live-abcdefgh1234" not in json.dumps(err.to_dict())
 
 
+def test_redaction_is_idempotent_and_a_mask_cannot_shield_a_key():
+    from rubric_reward.redaction import redact
+
+    text = 'Authorization: Bearer tok-abcdef123456, "api-key": "ak_55443322" Basic xyzzy-123456'
+    once = redact(text)
+    assert redact(redact(redact(once))) == once  # was "Bearer [redacted]]]]": each pass added a "]"
+    assert once.count("[redacted]") == 3 and "]]" not in once
+    # a value that starts with the mask is still a value
+    for shielded in ("Bearer [redacted]sk-abcdefgh", "x-api-key: [redacted]sk-abcdefgh"):
+        assert "sk-abcdefgh" not in redact(shielded)
+
+
 # ---------------------------------------------------------------------------- 8. missing API key
 def test_a_missing_key_variable_is_one_clear_error_before_any_call(monkeypatch):
     monkeypatch.delenv("RR_UNSET_KEY", raising=False)
@@ -188,3 +200,18 @@ def test_no_60_second_window_at_the_server_holds_more_than_rpm(monkeypatch, rpm,
     busiest = max(bisect.bisect_right(arrivals, a + 60.0) - i for i, a in enumerate(arrivals))
     assert busiest <= rpm
     assert busiest >= 0.97 * rpm  # and not much slower than allowed
+
+
+def test_journal_damage_is_reported_once_however_often_it_is_read(tmp_path, caplog):
+    import logging
+
+    from rubric_reward.journal import Journal
+
+    path = tmp_path / "results.jsonl"
+    path.write_text('{"key": "a"}\n{"key": "b", torn{"key": "c"}\n{"key": "d"')
+    journal = Journal(path)
+    with caplog.at_level(logging.WARNING, logger="rubric_reward.journal"):
+        for _ in range(3):
+            assert list(journal.latest()) == ["a"]
+    assert [r.getMessage().split(": ", 1)[1] for r in caplog.records] == [
+        "ignoring a partial last line (11 bytes) left by an interrupted run", "line 2 is not valid JSON; ignored"]

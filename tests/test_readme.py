@@ -228,6 +228,30 @@ def test_the_readme_says_what_the_project_is_before_any_command():
     assert any(lang == "python" for _, lang, _ in BLOCKS) and any(lang == "bash" for _, lang, _ in BLOCKS)
 
 
+def test_a_fresh_shell_is_told_to_activate_the_environment_before_the_first_bare_command():
+    """Issue 21.10: later blocks write ``rubric-reward ...`` and ``python ...`` bare."""
+    text = README.read_text(encoding="utf-8")
+    bash = [(line, code) for line, lang, code in BLOCKS if lang == "bash"]
+    first_bare = next(line for line, code in bash[1:] if any(
+        cmd[0] in ("rubric-reward", "python", "accelerate") for cmd in shell_commands(code)))
+    note = text.index("source .venv/bin/activate")
+    assert text.count("\n", 0, note) + 1 < first_bare and "scripts/install.sh" in text[note - 200:note]
+
+
+def test_examples_say_what_to_start_and_show_failures():
+    """Issue 21.11 / 21.12: the API example prints why a score is None; the eval example starts its judge."""
+    text = README.read_text(encoding="utf-8")
+    api = next(code for _, lang, code in BLOCKS if lang == "python")
+    assert "result.error" in api
+    start = next(code for _, lang, code in BLOCKS if lang == "bash" and "testing.judge_server" in code)
+    assert text.index(start) < text.index(api) and "--port 8000" in start
+    config = yaml.safe_load((ROOT / "configs" / "eval" / "example.yaml").read_text(encoding="utf-8"))
+    port = config["judges"][0]["base_url"].split(":")[-1].split("/")[0]
+    evals = next(code for _, lang, code in BLOCKS if lang == "bash" and "configs/eval/example.yaml" in code)
+    judge, run = evals.index(f"scripted_judge.py --port {port}"), evals.index("rubric-reward eval")
+    assert judge < run
+
+
 def test_the_checker_catches_what_it_should():
     readme = ("```bash\nrubric-reward score --rubric R.yaml --no-such-flag\n```\n\n"
               "<!-- no-test -->\n```python\nboom\n```\n")

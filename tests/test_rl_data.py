@@ -135,6 +135,14 @@ def test_bad_row_error_names_row_and_field(tmp_path, case, change, field):
     assert "Traceback" not in message
 
 
+def test_a_json_error_names_its_position_once():
+    # the parser's "Invalid control character at" gave "... at at char 12"
+    row = {**advancedif_row(1, SINGLE_TURN), "conversation_history": '[{"role": "user", "content": "a\nb"}]'}
+    with pytest.raises(DataError, match=r"not valid JSON \(Invalid control character at char 31\)") as info:
+        load_advancedif([row])
+    assert " at at " not in str(info.value)
+
+
 def test_bad_rows_skipped_and_counted(tmp_path):
     data = synthetic_rows(6, 0, 0)
     for i, (_, change, _) in enumerate(BAD_ROWS):

@@ -310,7 +310,7 @@ def test_pickle_round_trip_scores_identically(reward_for):
     clone = pickle.loads(pickle.dumps(reward))
     aclone = pickle.loads(pickle.dumps(reward.as_async()))
     try:
-        assert clone._scorer is None  # judges are rebuilt lazily, in the new process
+        assert clone._engine is None  # judges are rebuilt lazily, in the new process
         assert trl_call(clone, PROMPTS, COMPLETIONS) == before
         assert asyncio.run(trl_call(aclone, PROMPTS, COMPLETIONS)) == before
     finally:
@@ -332,7 +332,7 @@ def test_from_config_yaml_and_plain_function(judge_server, tmp_path):
     assert rubric_rewards(["q"], ["Sorry."], config=str(path), rubric=RUBRIC) == [pytest.approx(1 / 3)]
     with pytest.raises(ValueError, match="unknown field"):
         RewardConfig.from_dict({"judge": "x", "rubrik": "y"})
-    with pytest.raises(ValueError, match="reward must be one of"):
+    with pytest.raises(ValueError, match="field 'reward' must be one of"):
         RewardConfig(reward="best")
     with pytest.raises(ValueError, match="abstention"):
         RewardConfig(scoring={"abstention": "sometimes"})

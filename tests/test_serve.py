@@ -12,7 +12,7 @@ import pytest
 
 from rubric_reward import Scorer
 from rubric_reward.serve import RewardClient, RewardServiceError, ServeConfig, ServiceThread
-from rubric_reward.serve.text import chat_text_to_prompt, split_query, strip_think
+from rubric_reward.rewards.text import chat_text_to_prompt, split_query, strip_think
 
 RUBRIC = {"name": "support", "criteria": [
     {"name": "answers", "requirement": "Answers the question.", "weight": 10},

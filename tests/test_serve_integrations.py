@@ -30,12 +30,12 @@ def _load(path: Path, name: str):
     return getattr(module, name)
 
 
-def _reward_yaml(tmp_path: Path, server, **serve) -> Path:
+def _reward_yaml(tmp_path: Path, server, **fields) -> Path:
     """examples/serve/reward.yaml with the judge pointed at the loopback server."""
     cfg = yaml.safe_load((EXAMPLES / "reward.yaml").read_text())
     cfg["judge"]["base_url"] = server.base_url
     cfg["rubric_dir"] = str(EXAMPLES / "rubrics")
-    cfg["serve"].update(serve)
+    cfg.update(fields)
     path = tmp_path / "reward.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path

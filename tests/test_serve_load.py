@@ -52,7 +52,9 @@ def test_200_concurrent_requests_with_judge_faults(judge_server):
              "max_retries": 1, "backoff_base_s": 0.01, "backoff_max_s": 0.05}
     cfg = ServeConfig.from_dict({"judge": judge, "rubric": RUBRIC, "deadline_s": 20})
     words = ["good kind", "good", "kind", "meh"]
-    bodies = [{"items": [{"id": f"{i}-{j}", "prompt": "q", "response": f"{words[(i + j) % 4]} #{i}-{j}"}
+    # whole sentences: a bare "good kind" would be screened as an echo of the criterion names
+    bodies = [{"items": [{"id": f"{i}-{j}", "prompt": "q",
+                          "response": f"Our reply: a {words[(i + j) % 4]} answer, #{i}-{j}"}
                          for j in range(1 + i % 2)]} for i in range(200)]
     with ServiceThread(cfg) as svc:
         answers = asyncio.run(_post_all(svc.url + "/score", bodies))
@@ -97,7 +99,7 @@ def test_sigterm_finishes_accepted_requests_and_refuses_new_ones(judge_server, t
                                 "rubric": RUBRIC, "deadline_s": 30}))
     proc, port = _serve(path)
     url = f"http://127.0.0.1:{port}/score"
-    bodies = [{"items": [{"prompt": "q", "response": f"good kind {i}"}]} for i in range(10)]
+    bodies = [{"items": [{"prompt": "q", "response": f"Our reply: a good kind answer, #{i}"}]} for i in range(10)]
     answers: list = []
     worker = threading.Thread(target=lambda: answers.extend(asyncio.run(_post_all(url, bodies))))
     try:

@@ -523,7 +523,7 @@ def test_world_share_divides_limits(monkeypatch):
     assert lim.slots.capacity == 64
 
 
-def test_backend_that_raises_is_reported_not_raised(sentinel_env):
+def test_backend_that_raises_is_reported_not_raised(sentinel_env, caplog):
     class Broken:
         name = "broken"
 
@@ -537,4 +537,6 @@ def test_backend_that_raises_is_reported_not_raised(sentinel_env):
     judge = Judge(config, backend=Broken())
     reply = ask(judge, request())[0]
     assert isinstance(reply, ChatReply) and reply.error.kind is ErrorKind.INTERNAL and reply.attempts == 1
-    assert "boom" in reply.error.message and SENTINEL_KEY not in reply.error.message
+    # the exception's own text (paths, internals) goes to the log, redacted, never into the result
+    assert "RuntimeError" in reply.error.message and "boom" not in reply.error.message
+    assert "boom" in caplog.text and SENTINEL_KEY not in caplog.text

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import time
 from pathlib import Path
 
+from rubric_reward.rows import numbered_jsonl_rows
 from rubric_reward.testing.judge_server import JudgeServer, ScriptedJudge
 
 HERE = Path(__file__).resolve().parent
@@ -23,8 +23,7 @@ CLARITY = ["unclear", "adequate", "clear"]
 
 
 def _labels_by_response(path: Path = HERE / "items.jsonl") -> dict[str, dict[str, str]]:
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return {r["response"]: r["labels"] for r in rows}
+    return {r["response"]: r["labels"] for _, r in numbered_jsonl_rows(path)}
 
 
 def _coin(response: str, criterion: str, modulus: int) -> bool:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-__all__ = ["register"]
+__all__ = ["comparison_table", "register"]
 
 EXIT = {"complete": 0, "incomplete": 1, "interrupted": 1, "stopped_by_budget": 3}
 
@@ -49,11 +50,20 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         f"exact accuracy {'n/a' if acc is None else f'{acc:.3f}'}; results in {summary.out_dir}",
         file=sys.stderr,
     )
+    for kind, f in summary.failures.items():  # why items failed, as 'score' shows it
+        print(f"failed verdicts: {kind} {f['count']} (e.g. {f['example'][:300]})", file=sys.stderr)
+    if "connection" in summary.failures:
+        urls = sorted({u for j in config.judges for u in j.base_urls} or {j.model for j in config.judges})
+        print(f"the judge could not be reached ({', '.join(urls)}): start it, or fix the config's judges",
+              file=sys.stderr)
+    if summary.failures:
+        print("rerun the same command to retry the failed items; 'error' in results.jsonl has every message",
+              file=sys.stderr)
     return EXIT.get(summary.status, 1)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from ..evaluation.report import rebuild_report
+    from ..evaluation import rebuild_report
 
     paths = rebuild_report(args.run_dir)
     print(f"wrote {paths['markdown']}, {paths['html']} and {paths['metrics']}", file=sys.stderr)
@@ -63,14 +73,45 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     import json
 
-    from ..evaluation.compare import compare_many, compare_runs
+    from ..evaluation import compare_many, compare_runs
 
-    if len(args.runs) == 1:
-        result = compare_runs(args.runs[0], args.baseline, by=args.by)
-    else:
-        result = compare_many(args.baseline, {r: r for r in args.runs}, by=args.by)
-    print(json.dumps(result, indent=2, ensure_ascii=False))
+    if args.json:
+        if len(args.runs) == 1:
+            result = compare_runs(args.runs[0], args.baseline, by=args.by)
+        else:
+            result = compare_many(args.baseline, {r: r for r in args.runs}, by=args.by)
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return 0
+    print(comparison_table(compare_many(args.baseline, {r: r for r in args.runs}, by=args.by)))
     return 0
+
+
+def comparison_table(result: Mapping[str, Any]) -> str:
+    """``compare_many``'s result as a markdown table, one row per compared run, and a line on what it means."""
+    from ..evaluation import ci_text, fmt, markdown_table, pvalue
+
+    def p(test: Mapping[str, Any] | None, holm: float | None) -> str:
+        return "n/a" if test is None else pvalue(test["pvalue"]) + ("" if holm is None else f" ({pvalue(holm)})")
+
+    rows = []
+    for name, c in result["comparisons"].items():
+        s, acc = c["scores"], c["accuracy"] or {}
+        rows.append([
+            name, f"{c['n_shared']}" + (f" (+{c['only_a']} only here)" if c["only_a"] else ""),
+            f"{fmt(s['mean_a'])} vs {fmt(s['mean_b'])}", ci_text(s["difference"], signed=True),
+            p(s["permutation"], s.get("permutation_pvalue_holm")), p(s["wilcoxon"], s.get("wilcoxon_pvalue_holm")),
+            fmt(s["cohens_d"], 2), ci_text(acc.get("difference"), signed=True), p(acc.get("mcnemar"), None),
+        ])
+    header = ["run", "items paired", "mean score (run vs baseline)", "difference [95% CI]", "permutation p (Holm)",
+              "Wilcoxon p (Holm)", "Cohen's d", "label accuracy difference [95% CI]", "McNemar p"]
+    only_base = {c["only_b"] for c in result["comparisons"].values()} - {0}
+    note = (f"Baseline: {result['baseline']}. Statistics are run - baseline on the items both judged, paired by "
+            f"{next(iter(result['comparisons'].values()))['paired_by']}; paired bootstrap intervals (groups resampled "
+            "when items are nested); Holm-adjusted across the runs compared. Label accuracy: agreement with the "
+            "human labels, per item x criterion decision.")
+    if only_base:
+        note += f" Items only in the baseline: {', '.join(map(str, sorted(only_base)))}."
+    return markdown_table(header, rows) + "\n\n" + note + "\n--json prints every statistic."
 
 
 def register(subparsers: Any) -> None:
@@ -91,4 +132,5 @@ def register(subparsers: Any) -> None:
     p.add_argument("baseline", help="the reference run folder")
     p.add_argument("runs", nargs="+", help="run folder(s) compared with the baseline (statistics: run - baseline)")
     p.add_argument("--by", default="id", choices=["id", "row"], help="how items are paired (default: id)")
+    p.add_argument("--json", action="store_true", help="print every statistic as JSON instead of the table")
     p.set_defaults(func=_cmd_compare)

@@ -28,14 +28,15 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             status = 1
             continue
-        kinds = Counter(c.kind.value for c in rubric.criteria)
-        penalties = sum(1 for c in rubric.criteria if c.weight < 0)
-        print(
-            f"ok: {path}: rubric {rubric.name!r}, {len(rubric)} criteria "
-            f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}; {penalties} penalties), "
-            f"positive weight {rubric.positive_weight:g}"
-        )
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(Counter(c.kind.value for c in rubric.criteria).items()))
+        penalties = _count(sum(1 for c in rubric.criteria if c.weight < 0), "penalty", "penalties")
+        print(f"ok: {path}: rubric {rubric.name!r}, {_count(len(rubric), 'criterion', 'criteria')} ({kinds}; "
+              f"{penalties}), positive weight {rubric.positive_weight:g}")
     return status
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -67,14 +68,10 @@ def _judge_spec(args: argparse.Namespace) -> Any:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    from rich.table import Table
-
+    from ..progress import Progress
     from ..rubric import RubricError, load_rubric
     from ..scorer import Scorer
 
-    console = Console(stderr=True)
     try:
         rubric = load_rubric(args.rubric)
     except RubricError as exc:
@@ -85,29 +82,19 @@ def _cmd_score(args: argparse.Namespace) -> int:
     scoring = {"abstention": args.abstention, "all_or_nothing": args.all_or_nothing}
     scorer = Scorer(rubric, judge, scoring=scoring, grading={"seed": args.seed})
     items = [
-        {"response": r["response"], "prompt": r.get("prompt", r.get("conversation")), "id": r.get("id", i)}
+        {"response": r["response"], "prompt": r.get("prompt", r.get("conversation")), "id": r.get("id", i),
+         "group": r.get("group")}
         for i, r in enumerate(rows)
     ]
-    with Progress(
-        TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-        TextColumn("${task.fields[cost]:.4f}"), console=console, disable=args.quiet,
-    ) as progress:
-        # the bar counts judge calls (items when nothing is judged), so it moves within an item too
-        per_item = sum(j.config.samples * -(-len(rubric.judged) // j.config.criteria_per_call(len(rubric.judged)))
-                       for j in scorer.grader.judges) if rubric.judged else 0
-        task = progress.add_task("score", total=len(items) * (per_item or 1), cost=0.0)
-        spent = [0.0]
-
-        def on_call(record: Any) -> None:
-            progress.update(task, advance=1)
+    # one unit per response: a screened response or a batch copy makes no judge call and still counts
+    with Progress("scoring", len(items), enabled=not args.quiet, cost=True, failures=True) as bar:
 
         def on_result(_: int, result: Any) -> None:
-            spent[0] += result.cost
-            progress.update(task, advance=0 if per_item else 1, cost=spent[0])
+            bar.advance(cost=result.cost, failed=result.score is None)
 
         async def run() -> list[Any]:
             try:
-                return await scorer.ascore_batch(items, on_result=on_result, on_call=on_call)
+                return await scorer.ascore_batch(items, on_result=on_result)
             finally:
                 await scorer.aclose()
 
@@ -118,8 +105,23 @@ def _cmd_score(args: argparse.Namespace) -> int:
     with out.open("w", encoding="utf-8") as f:
         for item, result in zip(items, results, strict=True):
             f.write(json.dumps({"id": item["id"], **result.to_dict()}, ensure_ascii=False) + "\n")
+    _print_summary(rubric, results)
+    print(f"wrote {out}", file=sys.stderr)
+    scored = sum(1 for r in results if r.score is not None)
+    unscored = len(results) - scored
+    if unscored and not args.allow_failures:
+        print(f"{unscored} of {len(results)} items unscored (see 'error' in {out}); exit 1 "
+              "(--allow-failures exits 0)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_summary(rubric: Any, results: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
 
     scored = [r.score for r in results if r.score is not None]
+    screened = Counter(r.metadata["screened"] for r in results if r.metadata.get("screened"))
     failures = Counter(v.error.kind.value for r in results for v in r.verdicts if v.error is not None)
     table = Table(title=f"rubric {rubric.name!r} on {len(results)} responses")
     table.add_column("metric")
@@ -128,29 +130,28 @@ def _cmd_score(args: argparse.Namespace) -> int:
     table.add_row("mean score", f"{sum(scored) / len(scored):.3f}" if scored else "n/a")
     table.add_row("judge calls", str(sum(len(r.calls) for r in results)))
     table.add_row("cost ($)", f"{sum(r.cost for r in results):.4f}")
+    for why, n in sorted(screened.items()):
+        table.add_row(f"screened, not judged: {why} (minimum score)", str(n))
     for kind, n in sorted(failures.items()):
         table.add_row(f"failed verdicts: {kind}", str(n))
     Console().print(table)
     Console().print(_criterion_table(rubric, results))
-    console.print(f"wrote {out}")
-    unscored = len(results) - len(scored)
-    if unscored and not args.allow_failures:
-        print(f"{unscored} of {len(results)} items unscored (see 'error' in {out}); exit 1 "
-              "(--allow-failures exits 0)", file=sys.stderr)
-        return 1
-    return 0
 
 
 def _criterion_table(rubric: Any, results: list[Any]) -> Any:
-    """Per criterion: mean value, verdict counts by label, abstentions and failures (nothing hidden)."""
+    """Per criterion: mean value, verdict counts by label, abstentions and failures (nothing hidden). Screened
+    responses are not judged: their forced worst labels count in no column (the summary counts them)."""
     from rich.table import Table
 
-    table = Table(title="per criterion")
+    judged = [r for r in results if not r.metadata.get("screened")]
+    left_out = len(results) - len(judged)
+    table = Table(title="per criterion" + (f" ({_count(left_out, 'screened response', 'screened responses')} "
+                                           "left out)" if left_out else ""))
     for name, justify in (("criterion", "left"), ("weight", "right"), ("mean", "right"), ("verdicts", "left"),
                           ("abstained", "right"), ("failed", "right")):
         table.add_column(name, justify=justify)
     for c in rubric.criteria:
-        verdicts = [r.verdict(c.name) for r in results]
+        verdicts = [r.verdict(c.name) for r in judged]
         values = [v.value for v in verdicts if v.error is None and v.value is not None]
         labels = Counter(v.label for v in verdicts if v.error is None and not v.abstained and v.label is not None)
         order = [lab for lab in c.labels if lab in labels] + sorted(set(labels) - set(c.labels))
@@ -177,7 +178,8 @@ def register(sub: Any) -> None:
                    "default: the bundled offline SmolLM2-135M-Instruct")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (vllm serve)")
     p.add_argument("--api-key-env", help="environment variable holding the API key")
-    p.add_argument("--mode", default="per_criterion", help="per_criterion, per_item, or k criteria per call")
+    p.add_argument("--mode", default="per_criterion", help="per_criterion, per_item, k criteria per call, or group "
+                   "(the responses to one prompt together)")
     p.add_argument("--abstention", default="skip", choices=["skip", "zero", "partial", "fail"],
                    help="how CANNOT_ASSESS / N/A verdicts count: skip (default) drops them, zero counts 0, "
                    "partial gives partial credit, fail takes the worst case")

@@ -117,7 +117,10 @@ def _item(row: Mapping[str, Any], row_no: int, where: str, f: FieldMap, default:
     raw_id, group = get(f.id), get(f.group)
     rubric = _rubric(get(f.rubric), get(f.rubric_id), where, f, default, library, inline_cache)
     labels = _labels(row, rubric, where, f)
-    item = Item(response=response, prompt=prompt, id=None if raw_id is None else str(raw_id))
+    try:
+        item = Item(response=response, prompt=prompt, id=None if raw_id is None else str(raw_id))
+    except ValueError as exc:
+        raise DataError(f"{where}: {exc}") from None
     return EvalItem(row_no, item, rubric, labels, None if group is None else str(group), where)
 
 

@@ -300,8 +300,9 @@ def compute_metrics(
         "scores": _score_metrics(records, rubrics, scoring, grouped=grouped, confidence=confidence,
                                  n_resamples=n_resamples, seed=seed),
         "criteria": criteria,
-        "conventions": "see rubric_reward.metrics: failed verdicts excluded; judge abstention is its own label; "
-                       "ordinal statistics on non-abstaining pairs; CIs are cluster bootstrap percentile intervals",
+        "conventions": "see rubric_reward.evaluation.run_metrics: failed verdicts excluded; judge abstention is its "
+                       "own label; ordinal statistics on non-abstaining pairs; CIs are cluster bootstrap percentile "
+                       "intervals",
     }
 
 

@@ -20,7 +20,10 @@ Budget. ``max_cost`` caps the new spend of one invocation (cache hits are free, 
 for by a killed invocation of this run and never saved in a result: it is billed once, when used). Until the cost of
 one uncached item is known only one item is in flight; afterwards a new item starts only while
 ``spent + (in_flight + 1) * max_item_cost <= max_cost``. When no more items fit the run stops
-cleanly (status ``stopped_by_budget``); rerunning continues with the remaining items.
+cleanly (status ``stopped_by_budget``); rerunning continues with the remaining items. A journal
+line that cannot be read (torn, or edited by hand) is logged once and its item judged again: the
+new result carries the cost of the cached replies the lost one was billed, and the manifest's
+spend counts them once.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,7 +54,7 @@ from ..rows import DataError
 from .config import EvalConfig
 from .dataset import EvalItem, load_items
 
-__all__ = ["RunSummary", "arun_eval", "item_key", "run_eval", "run_fingerprint"]
+__all__ = ["RunSummary", "arun_eval", "failure_kinds", "item_key", "run_eval", "run_fingerprint"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,7 @@ class RunSummary:
     cache_hits: int = 0
     cache_saved: float = 0.0  # original cost of the cache hits
     metrics: Mapping[str, Any] | None = field(default=None, repr=False)
+    failures: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # see failure_kinds
 
     @property
     def stopped_by_budget(self) -> bool:
@@ -205,6 +209,12 @@ async def _run_locked(config: EvalConfig, out: Path) -> RunSummary:
     cache = None
     if config.cache_path is not None:
         cache = SQLiteCache(config.cache_path, owner=owner, invocation=invocation)
+        # results about to be replaced, or lost to a corrupted line, give their bills to the new ones;
+        # a killed invocation's spend counts only the results its journal still holds
+        earlier = dict(enumerate(manifest["invocations"][:-1], 1))
+        cache.unsettle([keys[i] for i in todo if keys[i] in previous], set(earlier))
+        cache.unsettle([keys[i] for i in todo if keys[i] not in previous],
+                       {n for n, inv in earlier.items() if inv.get("status") != "killed"})
     grader = Grader([Judge(j, cache=cache) for j in config.judges], scoring=config.scoring, config=config.grading)
     state = _State()
     status = "interrupted"
@@ -229,14 +239,30 @@ async def _run_locked(config: EvalConfig, out: Path) -> RunSummary:
             status="reporting" if status == "complete" else status, finished_at=_now(),
             counts={"items": len(keys), "ok": n_ok, "failed": n_failed, "missing": n_missing},
         )
+        spent = state.spent - (cache.recounted_cost if cache is not None else 0.0)  # new spend only
         manifest["invocations"][-1].update(
-            finished_at=manifest["finished_at"], status=status, graded=state.graded, spent=state.spent,
+            finished_at=manifest["finished_at"], status=status, graded=state.graded, spent=spent,
             cache_hits=state.cache_hits, cache_saved=state.cache_saved,
         )
         manifest["spent_total"] = sum(inv.get("spent", 0.0) for inv in manifest["invocations"])
         write_atomic(out / "manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
-    return RunSummary(out, status, len(keys), n_ok, n_failed, n_missing, state.graded, len(done), state.spent,
-                      state.cache_hits, state.cache_saved)
+    return RunSummary(out, status, len(keys), n_ok, n_failed, n_missing, state.graded, len(done), spent,
+                      state.cache_hits, state.cache_saved, failures=failure_kinds(final.get(k) for k in keys))
+
+
+def failure_kinds(entries: Iterable[Mapping[str, Any] | None]) -> dict[str, dict[str, Any]]:
+    """The failed verdicts of failed journal entries by error kind: ``{kind: {"count": n, "example": message}}``,
+    most frequent first (the example is the first such verdict's message)."""
+    found: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if not entry or entry.get("status") != "failed":
+            continue
+        for v in (entry.get("result") or {}).get("verdicts") or ():
+            error = v.get("error") or {}
+            if error.get("kind"):
+                slot = found.setdefault(error["kind"], {"count": 0, "example": str(error.get("message", ""))})
+                slot["count"] += 1
+    return dict(sorted(found.items(), key=lambda kv: -kv[1]["count"]))
 
 
 def _refresh_entry(entry: dict[str, Any], item: EvalItem) -> dict[str, Any]:
@@ -331,7 +357,7 @@ async def _schedule(config: EvalConfig, items: Sequence[EvalItem], keys: Sequenc
                     result, paid = task.result()
                     _record(journal, items[i], keys[i], run, result, state, invocation)
                     if cache is not None:
-                        cache.settle(paid)
+                        cache.settle(paid, keys[i])
                     progress.advance(cost=result.cost, failed=_failed(result))
     finally:
         for task in tasks:

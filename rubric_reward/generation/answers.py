@@ -7,15 +7,11 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from ..rewards.text import strip_think  # the one think-block rule (re-exported: generate.py uses it here)
+
 __all__ = ["json_values", "strip_think"]
 
-_THINK = re.compile(r"<think>.*?</think>", re.S)
 _DECODER = json.JSONDecoder()
-
-
-def strip_think(text: str) -> str:
-    """``text`` without its ``<think>...</think>`` blocks."""
-    return _THINK.sub("", text)
 
 
 def json_values(text: str, opening: str = "[{") -> Iterator[Any]:

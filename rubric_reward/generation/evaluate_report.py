@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.formatting import ci_text, fmt, interval_dict
+from ..evaluation import ci_text, fmt, interval_dict
 
 __all__ = ["mcnemar_vs_reference", "pairwise_stats", "plot", "pointwise_stats", "render_table"]
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from .._loop import SyncFacade
 from ..judges.base import ChatReply, ChatRequest, ReplyCache
 from ..judges.config import JudgeConfig
 from ..judges.judge import Judge, as_judges
@@ -108,7 +109,7 @@ def one_judge(spec: Any, *, base_url: str | None, cache: ReplyCache | None, temp
     return judge
 
 
-class RubricGenerator:
+class RubricGenerator(SyncFacade):
     """Writes rubrics with one generator model. Async core, sync facade; ``close()`` when done.
 
     ``generator`` is anything :func:`~rubric_reward.judges.as_judges` takes that names one model (a
@@ -123,7 +124,7 @@ class RubricGenerator:
         self.judge = one_judge(generator if generator is not None else default_generator(), base_url=base_url,
                                 cache=cache, temperature=temperature)
         self._schema = rubric_schema(self.config) if self.config.format == "json" else None
-        self._loop: Any = None
+        self._own(self.judge)  # closed by close(), garbage collection or interpreter exit
 
     @property
     def name(self) -> str:
@@ -209,13 +210,6 @@ class RubricGenerator:
         await self.judge.aclose()
 
     # ------------------------------------------------------------------ sync facade
-    def _run(self, coro: Any) -> Any:
-        if self._loop is None:
-            from .._loop import LoopThread
-
-            self._loop = LoopThread("rubric-generator")
-        return self._loop.run(coro)
-
     def generate(self, prompt: Any, *, prompt_id: str = "", sample_index: int = 0) -> GeneratedRubric:
         return self._run(self.agenerate(prompt, prompt_id=prompt_id, sample_index=sample_index))
 
@@ -224,16 +218,4 @@ class RubricGenerator:
 
     def candidates(self, prompt: Any, k: int, *, prompt_id: str = "") -> list[GeneratedRubric]:
         return self._run(self.acandidates(prompt, k, prompt_id=prompt_id))
-
-    def close(self) -> None:
-        if self._loop is not None:
-            self._loop.run(self.aclose())
-            self._loop.close()
-            self._loop = None
-
-    def __enter__(self) -> RubricGenerator:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..journal import write_atomic
 from ..rubric import Rubric
-from ..evaluation.formatting import ci_text, fmt, interval_dict
+from ..evaluation import ci_text, fmt, interval_dict
 
 __all__ = ["compare_on_heldout", "generator_outcomes", "render_heldout_table", "summarize_outcomes"]
 

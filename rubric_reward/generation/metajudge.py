@@ -34,6 +34,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .._loop import SyncFacade
 from ..judges.base import ChatReply, ChatRequest, ReplyCache
 from ..judges.judge import Judge
 from ..logprob_verdicts import label_probabilities, token_offsets
@@ -283,7 +284,7 @@ def load_meta_rubric(path: str | Path | None = None) -> Rubric:
     return Rubric.from_obj(yaml.safe_load(text), source="rubric_reward/data/meta_rubric.yaml")
 
 
-class MetaJudge:
+class MetaJudge(SyncFacade):
     """Compares rubrics for a task (see the module docstring). Async core; ``close()`` (or ``aclose``).
 
     ``judge`` is one model spec, as for the rubric generator (a model string with ``base_url``, a
@@ -302,7 +303,7 @@ class MetaJudge:
         self.meta_rubric = load_meta_rubric(self.config.meta_rubric) if self.config.mode == "pointwise" else None
         self._scorer: Any = None
         self._points: dict[tuple[str, str, str], asyncio.Future] = {}
-        self._loop: Any = None
+        self._own(self.judge)  # closed by close(), garbage collection or interpreter exit
 
     @property
     def mode(self) -> str:
@@ -431,13 +432,6 @@ class MetaJudge:
             await self.judge.aclose()
 
     # ------------------------------------------------------------------ sync facade
-    def _run(self, coro: Any) -> Any:
-        if self._loop is None:
-            from .._loop import LoopThread
-
-            self._loop = LoopThread("meta-judge")
-        return self._loop.run(coro)
-
     def compare(self, prompt: Any, rubric_a: Rubric, rubric_b: Rubric, *,
                 labels: Sequence[Mapping[str, Any]] | None = None) -> PairJudgement:
         return self._run(self.acompare(prompt, rubric_a, rubric_b, labels=labels))
@@ -446,17 +440,6 @@ class MetaJudge:
               labels: Sequence[Mapping[str, Any]] | None = None) -> PointJudgement:
         return self._run(self.ascore(prompt, rubric, labels=labels))
 
-    def close(self) -> None:
-        if self._loop is not None:
-            self._loop.run(self.aclose())
-            self._loop.close()
-            self._loop = None
-
-    def __enter__(self) -> MetaJudge:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 _PICK_SITE = re.compile(r'"(?:winner|verdict)"\s*:\s*"')

@@ -13,8 +13,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from rubric_reward.integrations.backend import Outcome, Sample, get_backend
-from rubric_reward.serve.text import chat_text_to_prompt, split_query
+from rubric_reward.integrations.backend import Sample, get_backend
+from rubric_reward.rewards.records import RewardRecord
+from rubric_reward.rewards.text import openrlhf_sample
 
 __all__ = ["reward_func"]
 
@@ -26,18 +27,18 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     labels = list(labels) if labels is not None else [None] * n
     backend = get_backend(**{k: kwargs[k] for k in ("config", "url", "unscored_reward") if k in kwargs})
     samples: list[Sample] = []
-    outcomes: list[Outcome | None] = [None] * n
+    records: list[RewardRecord | None] = [None] * n
     for i, (query, prompt) in enumerate(zip(queries, prompts, strict=True)):
-        response = split_query(query, prompt)
-        if response is None:  # never guess a response: this sample is unscored
-            outcomes[i] = Outcome(backend.fallback, None, True, 0.0, f"query[{i}] does not contain prompts[{i}]")
+        sample = openrlhf_sample(query, prompt)
+        if sample is None:  # never guess a response: this sample is unscored
+            records[i] = RewardRecord.failed(f"query[{i}] does not contain prompts[{i}]", "data")
         else:
-            samples.append((chat_text_to_prompt(prompt) or None, response, labels[i]))
+            samples.append((sample[0], sample[1], labels[i]))
     scored = iter(backend.score(samples) if samples else [])
-    outcomes = [o if o is not None else next(scored) for o in outcomes]
-    rewards = [o.reward for o in outcomes]
-    logs = {"rubric_unscored": [float(o.unscored) for o in outcomes],
-            "rubric_judge_cost": [o.cost for o in outcomes]}
+    records = [r if r is not None else next(scored) for r in records]
+    rewards = [r.numeric(backend.fallback) for r in records]
+    logs = {"rubric_unscored": [float(r.unscored) for r in records],
+            "rubric_judge_cost": [r.cost for r in records]}
     if "torch" in sys.modules:
         torch = sys.modules["torch"]
         rewards_t = torch.tensor(rewards, dtype=torch.float32)

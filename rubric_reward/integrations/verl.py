@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rubric_reward.integrations.backend import Sample, get_backend
+from rubric_reward.rewards.records import RewardRecord
 
 __all__ = ["compute_score", "compute_score_async", "compute_score_batch"]
 
@@ -40,10 +41,17 @@ def _backend(kwargs: Mapping[str, Any]) -> Any:
     return get_backend(**{k: kwargs[k] for k in _SETTINGS if k in kwargs})
 
 
+def _as_dict(record: RewardRecord, fallback: float) -> dict[str, float]:
+    """verl's per-sample dict: ``score`` plus numeric extra info (verl averages these)."""
+    return {"score": record.numeric(fallback), "rubric_unscored": float(record.unscored),
+            "rubric_judge_cost": record.cost}
+
+
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None,
                   **kwargs: Any) -> dict[str, float]:
     """Per-sample verl reward: ``{"score", "rubric_unscored", "rubric_judge_cost"}``."""
-    return _backend(kwargs).score([(_prompt(extra_info), solution_str, ground_truth)])[0].as_dict()
+    backend = _backend(kwargs)
+    return _as_dict(backend.score([(_prompt(extra_info), solution_str, ground_truth)])[0], backend.fallback)
 
 
 async def compute_score_async(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None,
@@ -55,7 +63,8 @@ async def compute_score_async(data_source: str, solution_str: str, ground_truth:
     import asyncio
 
     backend = _backend(kwargs)
-    return (await asyncio.to_thread(backend.score, [(_prompt(extra_info), solution_str, ground_truth)]))[0].as_dict()
+    records = await asyncio.to_thread(backend.score, [(_prompt(extra_info), solution_str, ground_truth)])
+    return _as_dict(records[0], backend.fallback)
 
 
 def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str], ground_truths: Sequence[Any],
@@ -67,4 +76,5 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
         raise ValueError(f"compute_score_batch: {n} solution_strs but {len(ground_truths)} ground_truths "
                          f"and {len(infos)} extra_infos")
     samples: list[Sample] = [(_prompt(info), s, gt) for s, gt, info in zip(solution_strs, ground_truths, infos)]
-    return [o.as_dict() for o in _backend(kwargs).score(samples)]
+    backend = _backend(kwargs)
+    return [_as_dict(r, backend.fallback) for r in backend.score(samples)]

@@ -18,7 +18,10 @@ result. The runner grades each item inside :meth:`SQLiteCache.billing` and calls
 :meth:`SQLiteCache.settle` once the item's result is saved. A reply paid for by a killed invocation
 stays unbilled; the first hit on it in a later invocation of the same run comes back with its
 recorded cost (``cached=True`` with a cost: the transport bills it), so the run's spend counts what the provider billed
-exactly once. Every other hit, re-reads of a finished run included, costs nothing.
+exactly once. Every other hit, re-reads of a finished run included, costs nothing. Settled replies
+remember the item they were billed to: when that result is lost (a corrupted journal line) or
+replaced, :meth:`SQLiteCache.unsettle` makes them unbilled again, so the item's new result carries
+their cost (``recounted_cost``: the part an earlier invocation's spend already counts).
 
 ``refreshing()`` makes reads miss for the calls made inside it (a runner retrying an item whose
 cached answer could not be parsed asks the judge again; the fresh answer replaces the old one).
@@ -40,17 +43,15 @@ from typing import Any
 
 from ..results import Usage
 from .base import ChatReply, ChatRequest, TokenLogprob
+from .config import judge_fields
 
 __all__ = ["CacheEntry", "SQLiteCache", "cache_key", "key_material", "refreshing"]
 
 KEY_VERSION = 1
 
-# JudgeConfig fields that never change an answer (or are secrets): left out of the key. Any field
-# not listed here is part of the key, so a new answer-changing field is safe by default.
-_NOT_IN_KEY = frozenset({
-    "name", "api_key_env", "mode", "samples", "weight", "max_concurrency", "rpm", "tpm", "timeout_s",
-    "max_retries", "batch_deadline_s", "input_cost_per_token", "output_cost_per_token",
-})
+# JudgeConfig fields that do not change one request's answer (declared on JudgeConfig): left out of
+# the key, so rotating a key or raising a limit still hits.
+_NOT_IN_KEY = judge_fields("calls") | judge_fields("nothing")
 
 _refresh: contextvars.ContextVar[bool] = contextvars.ContextVar("rubric_reward_cache_refresh", default=False)
 _billing: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("rubric_reward_cache_billing",
@@ -157,7 +158,15 @@ CREATE TABLE IF NOT EXISTS unbilled (
     owner TEXT NOT NULL,
     invocation INTEGER NOT NULL,
     PRIMARY KEY (key, owner)
-)
+);
+CREATE TABLE IF NOT EXISTS billed (
+    key TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    item TEXT NOT NULL,
+    invocation INTEGER NOT NULL,
+    PRIMARY KEY (key, owner)
+);
+CREATE INDEX IF NOT EXISTS billed_item ON billed (owner, item)
 """
 
 
@@ -177,6 +186,7 @@ class SQLiteCache:
         self.writes = 0
         self.saved_cost = 0.0  # original cost of every hit served by this object
         self.reclaimed_cost = 0.0  # hits billed now: paid for by a killed invocation of this run
+        self.recounted_cost = 0.0  # the part of it an earlier invocation's spend already counts
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
 
@@ -235,33 +245,58 @@ class SQLiteCache:
         finally:
             _billing.reset(token)
 
-    def settle(self, keys: list[str]) -> None:
-        """The replies ``keys`` are now in a saved result: later hits on them cost nothing."""
+    def settle(self, keys: list[str], item: str = "") -> None:
+        """The replies ``keys`` are now in the saved result of ``item``: later hits on them cost nothing."""
         if self.owner is None or not keys:
             return
         with self._lock:
-            self._db().executemany("DELETE FROM unbilled WHERE key = ? AND owner = ?",
-                                   [(k, self.owner) for k in keys])
+            db = self._db()
+            db.executemany("DELETE FROM unbilled WHERE key = ? AND owner = ?", [(k, self.owner) for k in keys])
+            db.executemany("INSERT OR REPLACE INTO billed VALUES (?,?,?,?)",
+                           [(k, self.owner, item, self.invocation) for k in keys])
+
+    def unsettle(self, items: list[str], counted: set[int]) -> None:
+        """The saved results of ``items`` are lost (a corrupted journal line) or about to be replaced:
+        the replies billed to them are unbilled again, so the items that use them next carry their
+        cost. ``counted``: invocations whose recorded spend includes their bills (not billed twice)."""
+        if self.owner is None or not items:
+            return
+        with self._lock:
+            db = self._db()
+            rows = [row for item in items for row in db.execute(
+                "SELECT key, invocation FROM billed WHERE owner = ? AND item = ?", (self.owner, item))]
+            db.execute("BEGIN")
+            try:
+                db.executemany("INSERT OR REPLACE INTO unbilled VALUES (?,?,?)",
+                               [(k, self.owner, 0 if inv in counted else inv) for k, inv in rows])
+                db.executemany("DELETE FROM billed WHERE key = ? AND owner = ?", [(k, self.owner) for k, _ in rows])
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     def _note(self, key: str) -> None:
         keys = _billing.get()
         if keys is not None and self.owner is not None:
             keys.append(key)
 
-    def _reclaim(self, key: str) -> bool:
-        """Whether ``key`` was paid for by an earlier invocation of this run and never billed (and
-        claim it for this invocation, so that it is billed once)."""
+    def _reclaim(self, key: str) -> int | None:
+        """The invocation that paid for ``key`` when an earlier invocation of this run did and it is
+        unbilled (0: one whose spend already counts it), claiming it for this invocation so that it
+        is billed once; None otherwise."""
         if self.owner is None:
-            return False
+            return None
         with self._lock:
-            cur = self._db().execute(
-                "UPDATE unbilled SET invocation = ? WHERE key = ? AND owner = ? AND invocation < ?",
-                (self.invocation, key, self.owner, self.invocation),
-            )
-            claimed = cur.rowcount > 0
-        if claimed:
-            self._note(key)
-        return claimed
+            db = self._db()
+            row = db.execute("SELECT invocation FROM unbilled WHERE key = ? AND owner = ? AND invocation < ?",
+                             (key, self.owner, self.invocation)).fetchone()
+            if row is not None:
+                db.execute("UPDATE unbilled SET invocation = ? WHERE key = ? AND owner = ?",
+                           (self.invocation, key, self.owner))
+        if row is None:
+            return None
+        self._note(key)
+        return int(row[0])
 
     def __len__(self) -> int:
         with self._lock:
@@ -289,8 +324,10 @@ class SQLiteCache:
             self.misses += 1
             return None
         self.hits += 1
-        if entry.cost and self._reclaim(cache_key(config, request)):
+        if entry.cost and (payer := self._reclaim(cache_key(config, request))) is not None:
             self.reclaimed_cost += entry.cost
+            if payer == 0:
+                self.recounted_cost += entry.cost
             return ChatReply(entry.text, usage=entry.usage, cost=entry.cost, attempts=0, cached=True,
                              logprobs=entry.logprobs, finish_reason=entry.finish_reason)
         self.saved_cost += entry.cost

@@ -10,12 +10,19 @@ from typing import Any
 
 from ..models import DEFAULT_LOCAL_MODEL
 
-__all__ = ["JudgeConfig", "load_judges"]
+__all__ = ["ANSWER", "CALLS", "OPERATIONAL", "JudgeConfig", "judge_fields", "load_judges"]
 
 _BACKENDS = ("auto", "http", "litellm", "transformers", "vllm")
 _LIMIT_SCOPES = ("world", "process", "shared")
+_MODES = ("per_criterion", "per_item", "group")
 _NUMBERS = ("temperature", "top_p", "timeout_s", "backoff_base_s", "backoff_max_s", "call_deadline_s",
             "batch_deadline_s", "breaker_cooldown_s", "input_cost_per_token", "output_cost_per_token", "weight")
+
+# What a JudgeConfig field changes, declared once on the field itself. The reply-cache key, the judge
+# fingerprint and the run fingerprint read these (see judge_fields); a field without one fails a test.
+ANSWER = {"affects": "answer"}  # what one request returns: in the cache key and in the fingerprints
+CALLS = {"affects": "calls"}  # which requests are made, or how their verdicts combine: fingerprints only
+OPERATIONAL = {"affects": "nothing"}  # limits, retries, deadlines, prices, the key's variable: in neither
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +30,11 @@ class JudgeConfig:
     """How to reach and drive one judge model.
 
     ``mode`` batches criteria into calls: ``"per_criterion"`` (default, one call per criterion),
-    ``"per_item"`` (all criteria of a response in one call) or an integer k (k criteria per call).
+    ``"per_item"`` (all criteria of a response in one call), an integer k (k criteria per call) or
+    ``"group"``: one call judges the distinct responses to one prompt together (at most
+    ``group_size`` per call, a larger group is split) on ``group_criteria`` criteria (an integer k or
+    ``"all"``), with ``group_passes: 2`` adding a second pass in the reverse display order (see
+    :mod:`rubric_reward.group_grading`).
     ``verdict_mode`` applies to local backends (transformers, in-process vLLM): ``"logprob"`` scores
     each allowed label as a forced continuation; ``"generate"`` generates and parses JSON.
     ``engine_args`` go to ``vllm.LLM(...)`` for the in-process vLLM backend.
@@ -40,39 +51,42 @@ class JudgeConfig:
     call with all its retries, ``batch_deadline_s`` every call of one batch.
     """
 
-    model: str
-    name: str = ""
-    backend: str = "auto"
-    base_url: str | tuple[str, ...] | None = None
-    api_key_env: str | None = None
-    temperature: float = 0.0
-    top_p: float | None = None
-    max_tokens: int = 512
-    seed: int | None = None
-    extra_body: Mapping[str, Any] = field(default_factory=dict)
-    structured_output: bool = True
-    logprobs: bool = False
-    top_logprobs: int = 5
-    verdict_mode: str = "logprob"
-    engine_args: Mapping[str, Any] = field(default_factory=dict)
-    mode: str | int = "per_criterion"
-    samples: int = 1
-    weight: float = 1.0
-    max_concurrency: int = 64
-    rpm: int | None = None
-    tpm: int | None = None
-    timeout_s: float = 60.0
-    max_retries: int = 3
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 30.0
-    call_deadline_s: float | None = None
-    batch_deadline_s: float | None = None
-    replica_concurrency: int | None = None
-    breaker_failures: int = 3
-    breaker_cooldown_s: float = 10.0
-    limit_scope: str = "world"
-    input_cost_per_token: float | None = None
-    output_cost_per_token: float | None = None
+    model: str = field(metadata=ANSWER)
+    name: str = field(default="", metadata=CALLS)
+    backend: str = field(default="auto", metadata=ANSWER)
+    base_url: str | tuple[str, ...] | None = field(default=None, metadata=ANSWER)
+    api_key_env: str | None = field(default=None, metadata=OPERATIONAL)
+    temperature: float = field(default=0.0, metadata=ANSWER)
+    top_p: float | None = field(default=None, metadata=ANSWER)
+    max_tokens: int = field(default=512, metadata=ANSWER)
+    seed: int | None = field(default=None, metadata=ANSWER)
+    extra_body: Mapping[str, Any] = field(default_factory=dict, metadata=ANSWER)
+    structured_output: bool = field(default=True, metadata=ANSWER)
+    logprobs: bool = field(default=False, metadata=CALLS)
+    top_logprobs: int = field(default=5, metadata=ANSWER)
+    verdict_mode: str = field(default="logprob", metadata=ANSWER)
+    engine_args: Mapping[str, Any] = field(default_factory=dict, metadata=ANSWER)
+    mode: str | int = field(default="per_criterion", metadata=CALLS)
+    group_size: int = field(default=8, metadata=CALLS)
+    group_criteria: int | str = field(default=1, metadata=CALLS)
+    group_passes: int = field(default=1, metadata=CALLS)
+    samples: int = field(default=1, metadata=CALLS)
+    weight: float = field(default=1.0, metadata=CALLS)
+    max_concurrency: int = field(default=64, metadata=OPERATIONAL)
+    rpm: int | None = field(default=None, metadata=OPERATIONAL)
+    tpm: int | None = field(default=None, metadata=OPERATIONAL)
+    timeout_s: float = field(default=60.0, metadata=OPERATIONAL)
+    max_retries: int = field(default=3, metadata=OPERATIONAL)
+    backoff_base_s: float = field(default=0.5, metadata=OPERATIONAL)
+    backoff_max_s: float = field(default=30.0, metadata=OPERATIONAL)
+    call_deadline_s: float | None = field(default=None, metadata=OPERATIONAL)
+    batch_deadline_s: float | None = field(default=None, metadata=OPERATIONAL)
+    replica_concurrency: int | None = field(default=None, metadata=OPERATIONAL)
+    breaker_failures: int = field(default=3, metadata=OPERATIONAL)
+    breaker_cooldown_s: float = field(default=10.0, metadata=OPERATIONAL)
+    limit_scope: str = field(default="world", metadata=OPERATIONAL)
+    input_cost_per_token: float | None = field(default=None, metadata=OPERATIONAL)
+    output_cost_per_token: float | None = field(default=None, metadata=OPERATIONAL)
 
     def __post_init__(self) -> None:
         def bad(field_name: str, why: str) -> ValueError:
@@ -105,13 +119,22 @@ class JudgeConfig:
             object.__setattr__(self, "base_url", urls if len(urls) > 1 else urls[0])
         elif isinstance(self.base_url, str):
             object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
-        if isinstance(self.mode, str) and self.mode not in ("per_criterion", "per_item"):
+        if isinstance(self.mode, str) and self.mode not in _MODES:
             if not self.mode.isdigit():
-                raise bad("mode", f"must be 'per_criterion', 'per_item' or an integer, got {self.mode!r}")
+                raise bad("mode", f"must be 'per_criterion', 'per_item', 'group' or an integer, got {self.mode!r}")
             object.__setattr__(self, "mode", int(self.mode))
+        if isinstance(self.mode, bool) or not isinstance(self.mode, str | int):
+            raise bad("mode", f"must be 'per_criterion', 'per_item', 'group' or an integer, got {self.mode!r}")
         if isinstance(self.mode, int) and self.mode < 1:
             raise bad("mode", f"k criteria per call must be >= 1, got {self.mode}")
-        for name in ("max_tokens", "samples", "max_concurrency", "top_logprobs"):
+        if isinstance(self.group_criteria, str) and self.group_criteria.isdigit():
+            object.__setattr__(self, "group_criteria", int(self.group_criteria))
+        if self.group_criteria != "all" and (isinstance(self.group_criteria, bool) or not isinstance(
+                self.group_criteria, int) or self.group_criteria < 1):
+            raise bad("group_criteria", f"must be a positive integer or 'all', got {self.group_criteria!r}")
+        if self.group_passes not in (1, 2) or isinstance(self.group_passes, bool):
+            raise bad("group_passes", f"must be 1 or 2, got {self.group_passes!r}")
+        for name in ("max_tokens", "samples", "max_concurrency", "top_logprobs", "group_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < (0 if name == "top_logprobs" else 1):
                 raise bad(name, f"must be a positive integer, got {getattr(self, name)!r}")
         for name in ("rpm", "tpm"):
@@ -167,11 +190,18 @@ class JudgeConfig:
             raise ValueError(f"judge {self.name!r}: the API key variable {' or '.join(provider_vars)} is not set; "
                              f"export it, or name the variable that holds the key in api_key_env")
 
+    @property
+    def group_mode(self) -> bool:
+        """Whether this judge judges the responses to one prompt together (``mode: group``)."""
+        return self.mode == "group"
+
     def criteria_per_call(self, n_criteria: int) -> int:
         if self.mode == "per_criterion":
             return 1
-        if self.mode == "per_item":
+        if self.mode == "per_item" or (self.mode == "group" and self.group_criteria == "all"):
             return max(1, n_criteria)
+        if self.mode == "group":
+            return int(self.group_criteria)
         return int(self.mode)
 
     def resolved_backend(self) -> str:
@@ -205,8 +235,18 @@ class JudgeConfig:
         return cls(**d)
 
 
-def load_judges(source: str | Path | Mapping | list) -> list[JudgeConfig]:
-    """Judge configs from YAML (a mapping with ``judges:``, a single judge mapping, or a list)."""
+def judge_fields(affects: str) -> frozenset[str]:
+    """The JudgeConfig fields declared to change ``affects``: ``"answer"``, ``"calls"`` or ``"nothing"``."""
+    return frozenset(f.name for f in fields(JudgeConfig) if f.metadata.get("affects") == affects)
+
+
+def load_judges(source: str | Path | Mapping | list | JudgeConfig, *, base_url: str | None = None) -> list[JudgeConfig]:
+    """Judge configs from YAML (a mapping with ``judges:``, a single judge mapping, or a list), a model
+    string, a mapping, a JudgeConfig, or a list of those (an ensemble).
+
+    ``base_url`` applies to the model strings and judge mappings given here that name none (the one
+    rule on every path); a judges file is self-contained, and a JudgeConfig is taken as it is.
+    """
     obj: Any = source
     where = "judge config"
     if isinstance(source, str | Path) and Path(source).suffix in (".yaml", ".yml", ".json"):
@@ -214,10 +254,13 @@ def load_judges(source: str | Path | Mapping | list) -> list[JudgeConfig]:
 
         where = str(source)
         obj = read_structured(source, "judge config file")
+        base_url = None
     if isinstance(obj, Mapping) and "judges" in obj:
         obj = obj["judges"]
-    if isinstance(obj, str | Mapping):
+    if isinstance(obj, str | Mapping | JudgeConfig):
         obj = [obj]
+    if isinstance(obj, tuple):
+        obj = list(obj)
     if not isinstance(obj, list) or not obj:
         raise ValueError(f"{where}: expected a judge, a list of judges, or a mapping with 'judges'")
     out = []
@@ -225,8 +268,15 @@ def load_judges(source: str | Path | Mapping | list) -> list[JudgeConfig]:
         if isinstance(j, JudgeConfig):
             out.append(j)
             continue
+        if isinstance(j, str | Path) and Path(j).suffix in (".yaml", ".yml", ".json"):
+            out.extend(load_judges(j))
+            continue
         if not isinstance(j, str | Mapping):
             raise ValueError(f"{where}: judges[{i}]: expected a mapping or a model string, got {type(j).__name__}")
+        if base_url is not None:
+            j = {"model": j} if isinstance(j, str) else j
+            if j.get("base_url") is None:
+                j = {**j, "base_url": base_url}
         try:
             out.append(JudgeConfig.from_dict(j))
         except (TypeError, ValueError) as exc:

@@ -1,8 +1,8 @@
 """Which part of a judge config decides a verdict: the fingerprint that run keys and generation keys hash.
 
-Operational settings (concurrency, rate limits, timeouts, retries, prices) and secrets are left out, so
-raising a rate limit or rotating a key does not re-judge anything; every other field, including fields
-added later, is in.
+Operational settings (concurrency, rate limits, retries and backoff, deadlines, breakers, prices) and
+the key's variable are left out, so raising a rate limit or rotating a key does not re-judge anything.
+Which fields those are is declared on JudgeConfig itself (``metadata=OPERATIONAL``), and read here.
 """
 
 from __future__ import annotations
@@ -12,15 +12,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .config import JudgeConfig
+from .config import JudgeConfig, judge_fields
 
 __all__ = ["judge_fingerprint", "plain", "public_judge"]
 
-# Judge fields that never change a verdict: left out of the fingerprint.
-_OPERATIONAL = frozenset({
-    "api_key_env", "max_concurrency", "rpm", "tpm", "timeout_s", "max_retries", "batch_deadline_s",
-    "input_cost_per_token", "output_cost_per_token",
-})
+_OPERATIONAL = judge_fields("nothing")  # never change a verdict: left out of the fingerprint
 _SECRET_NAME = re.compile(r"(^|[_-])(api_?key|key|token|secret|password|authorization|auth|bearer)$", re.I)
 
 

@@ -10,12 +10,12 @@ response is read as bytes and decoded with one ``json.loads``, one session per e
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import json
 import time
-import weakref
 from typing import Any
 
+from .._loop import LoopSessions
 from ..redaction import redact
 from ..results import ErrorKind, JudgeError, Usage
 from .base import ChatReply, ChatRequest, TokenLogprob
@@ -70,7 +70,7 @@ class OpenAIHTTPBackend:
             failures=config.breaker_failures, cooldown_s=config.breaker_cooldown_s,
         )
         self._pricing = Pricing(config)
-        self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._sessions = LoopSessions(self._new_session)
         self._timeouts: dict[float, Any] = {}
         if config.api_key_env:
             config.require_key()
@@ -99,20 +99,18 @@ class OpenAIHTTPBackend:
         return body
 
     def _session(self) -> Any:
-        loop = asyncio.get_running_loop()
-        session = self._sessions.get(loop)
-        if session is None or session.closed:
-            import aiohttp
+        return self._sessions.get()
 
-            session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-                headers=self._headers,
-                timeout=aiohttp.ClientTimeout(total=None),
-                skip_auto_headers=("User-Agent", "Accept-Encoding"),
-                auto_decompress=False,
-            )
-            self._sessions[loop] = session
-        return session
+    def _new_session(self) -> Any:
+        import aiohttp
+
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+            headers=self._headers,
+            timeout=aiohttp.ClientTimeout(total=None),
+            skip_auto_headers=("User-Agent", "Accept-Encoding"),
+            auto_decompress=False,
+        )
 
     def _timeout(self, seconds: float) -> Any:
         t = self._timeouts.get(seconds)
@@ -165,22 +163,12 @@ class OpenAIHTTPBackend:
         return reply
 
     async def aclose(self) -> None:
-        current = asyncio.get_running_loop()
-        for loop, session in list(self._sessions.items()):
-            if session.closed:
-                continue
-            if loop is current:
-                await session.close()
-            elif loop.is_running():
-                asyncio.run_coroutine_threadsafe(session.close(), loop)
-        self._sessions = weakref.WeakKeyDictionary()
+        """Close every session, each on the loop it lives on (a trainer's loop thread included)."""
+        await self._sessions.aclose()
 
 
 def _with_cost(reply: ChatReply, cost: float) -> ChatReply:
-    if not cost:
-        return reply
-    return ChatReply(reply.text, reply.error, reply.usage, cost, reply.latency_s, reply.attempts, reply.cached,
-                     reply.logprobs, reply.finish_reason, reply.retry_after_s)
+    return dataclasses.replace(reply, cost=cost) if cost else reply
 
 
 def parse_chat_completion(raw: bytes | str | dict, latency_s: float = 0.0) -> ChatReply:

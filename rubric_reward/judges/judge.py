@@ -66,13 +66,13 @@ class Judge:
 
 
 def as_judges(spec: Any, *, base_url: str | None = None, cache: ReplyCache | None = None) -> list[Judge]:
-    """Judges from a model string, a JudgeConfig, a Judge, a YAML path, or a list of those."""
+    """Judges from a model string, a JudgeConfig, a Judge, a YAML path, or a list of those.
+
+    ``base_url`` applies to model strings and judge mappings that name none (see :func:`load_judges`).
+    """
     if isinstance(spec, Judge):
         return [spec]
-    if isinstance(spec, JudgeConfig):
-        return [Judge(spec, cache=cache)]
-    if isinstance(spec, Sequence) and not isinstance(spec, str):
+    is_list = isinstance(spec, Sequence) and not isinstance(spec, str)
+    if is_list and (not spec or any(isinstance(s, Judge) for s in spec)):  # built judges are taken as they are
         return [j for s in spec for j in as_judges(s, base_url=base_url, cache=cache)]
-    if isinstance(spec, str) and not spec.endswith((".yaml", ".yml", ".json")):
-        return [Judge(JudgeConfig(model=spec, base_url=base_url), cache=cache)]
-    return [Judge(c, cache=cache) for c in load_judges(spec)]
+    return [Judge(c, cache=cache) for c in load_judges(spec, base_url=base_url)]

@@ -10,7 +10,9 @@ judge's, with the normalised label log-probabilities on the verdict token.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -21,6 +23,8 @@ from .base import ChatReply, ChatRequest, TokenLogprob
 from .config import JudgeConfig
 
 __all__ = ["ANSWER_PREFIX", "BatchingBackend", "allowed_labels", "label_reply"]
+
+log = logging.getLogger(__name__)
 
 ANSWER_PREFIX = '{"reason": "", "verdict": "'
 
@@ -119,12 +123,13 @@ class BatchingBackend:
         try:
             await self._ensure_worker()
         except Exception as exc:
-            return ChatReply(None, JudgeError(ErrorKind.CLIENT, f"could not load {self.config.model!r}: {exc}"))
+            log.error("could not load %r: %s: %s", self.config.model, type(exc).__name__, exc)
+            return ChatReply(None, JudgeError(ErrorKind.CLIENT, f"could not load {self.config.model!r} "
+                                              f"({type(exc).__name__}); details in the log"))
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         await self._queue.put((request, future))
         reply: ChatReply = await future
-        return ChatReply(reply.text, reply.error, reply.usage, latency_s=time.perf_counter() - start,
-                         logprobs=reply.logprobs, finish_reason=reply.finish_reason)
+        return dataclasses.replace(reply, latency_s=time.perf_counter() - start)
 
     async def _run_batches(self) -> None:
         while True:
@@ -140,7 +145,8 @@ class BatchingBackend:
             try:
                 replies = await asyncio.to_thread(self.run_batch, [r for r, _ in batch], resolve)
             except Exception as exc:  # a model error fails this batch's unanswered calls, not the worker
-                err = JudgeError(ErrorKind.INTERNAL, f"{type(exc).__name__}: {exc}")
+                log.error("local model batch failed: %s: %s", type(exc).__name__, exc)
+                err = JudgeError(ErrorKind.INTERNAL, f"the local model raised {type(exc).__name__}; details in the log")
                 replies = [ChatReply(None, err) for _ in batch]
             for (_, fut), reply in zip(batch, replies, strict=True):
                 _settle(fut, reply)

@@ -4,10 +4,11 @@
 
 * **Cache** (optional, any :class:`~.base.ReplyCache`): a hit is returned with ``cached=True``,
   ``attempts=0`` and no cost. Only successful replies that the caller accepts are stored.
-* **Dedupe**: identical requests in flight on one event loop share one backend call, and inside a
-  :func:`batch_scope` so do identical requests anywhere in the batch (a successful reply is kept
-  until the batch ends); the others get the reply marked ``cached=True``, ``attempts=0``, ``cost=0``
-  (they cost nothing new).
+* **Dedupe**, per request: identical requests in flight on one event loop share one backend call,
+  and inside a :func:`batch_scope` so do identical requests anywhere in the batch (a successful
+  reply is kept until the batch ends: rubrics that share a criterion ask it once per response); the
+  others get the reply marked ``cached=True``, ``attempts=0``, ``cost=0`` (they cost nothing new).
+  Identical whole items were already folded into one by ``Grader.grade_many``.
 * **Limits**: every attempt takes a slot and rate budget of the endpoint's limiter; a backoff sleep
   holds neither. A 429 with Retry-After pauses the whole endpoint.
 * **Retries**: :class:`~.retry.RetryPolicy`. ``attempts`` on the reply counts HTTP attempts, ``usage``
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import inspect
 import json
 import logging
@@ -77,8 +79,7 @@ def request_key(request: ChatRequest) -> tuple:
 
 def _free(reply: ChatReply, latency_s: float) -> ChatReply:
     """A reply that cost this caller nothing: served from the cache or a duplicate in flight."""
-    return ChatReply(reply.text, reply.error, reply.usage, 0.0, latency_s, 0, True, reply.logprobs,
-                     reply.finish_reason, reply.retry_after_s)
+    return dataclasses.replace(reply, cost=0.0, latency_s=latency_s, attempts=0, cached=True)
 
 
 class Transport:
@@ -114,8 +115,7 @@ class Transport:
                 hit = None
             if hit is not None and hit.error is None:
                 if hit.cached and hit.cost:  # paid for earlier by this run and never billed: billed now, once
-                    return ChatReply(hit.text, None, hit.usage, hit.cost, _now() - start, 0, False, hit.logprobs,
-                                     hit.finish_reason)
+                    return dataclasses.replace(hit, latency_s=_now() - start, attempts=0, cached=False)
                 return _free(hit, _now() - start)
         if not self.dedupe:
             return await self._store(request, await self._send(request), accept)
@@ -185,7 +185,9 @@ class Transport:
         except TimeoutError:
             return ChatReply(None, JudgeError(ErrorKind.TIMEOUT, f"no answer within {timeout:.3g}s"))
         except Exception as exc:  # Backend.complete must not raise; if one does, it is reported, not raised
-            msg = redact(f"backend {type(self.backend).__name__} raised {type(exc).__name__}: {exc}", self._secret)
+            backend = type(self.backend).__name__
+            log.error("backend %s raised %s", backend, redact(f"{type(exc).__name__}: {exc}", self._secret))
+            msg = f"backend {backend} raised {type(exc).__name__}; details in the log"
             return ChatReply(None, JudgeError(ErrorKind.INTERNAL, msg))
 
     async def _send(self, request: ChatRequest) -> ChatReply:
@@ -201,8 +203,8 @@ class Transport:
             if err is not None and (note or attempts > 1):
                 err = JudgeError(err.kind, f"{err.message} ({note or f'gave up after {attempts} attempts'})",
                                  err.status)
-            return ChatReply(reply.text, err, usage, cost, _now() - start, attempts, reply.cached, reply.logprobs,
-                             reply.finish_reason, reply.retry_after_s)
+            return dataclasses.replace(reply, error=err, usage=usage, cost=cost, latency_s=_now() - start,
+                                       attempts=attempts)
 
         def cut_off() -> ChatReply:
             which = "call" if cfg.call_deadline_s is not None and deadline == start + cfg.call_deadline_s else "batch"
@@ -244,7 +246,7 @@ class Transport:
             last = reply
             if deadline is not None and timeout < cfg.timeout_s and err.kind is ErrorKind.TIMEOUT:
                 return cut_off()  # the deadline, not the per-attempt timeout, cut this attempt
-            if retries >= cfg.max_retries:
+            if retries >= self.policy.max_retries:
                 return final(reply)
             retries += 1
             delay = self.policy.delay(retries, reply.retry_after_s)

@@ -1,6 +1,7 @@
-"""Rubric scores as training rewards: a TRL reward function, a plain function, guards and metrics.
+"""Rubric scores as TRL rewards: the reward function, a plain function, the trainer-side guards and metrics.
 
-``from rubric_reward.rl import RubricReward, RewardConfig, rubric_rewards``; see docs/rewards.md.
+``from rubric_reward.rl import RubricReward, RewardConfig, rubric_rewards``; see docs/rewards.md. The
+config, rubric resolution and judging are the reward core's (:mod:`rubric_reward.rewards`).
 Exports load lazily, so importing this package costs nothing until a reward is built.
 """
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..files import json_problem
 from ..rows import DataError, DataSource, read_rows
 
 __all__ = [
@@ -340,7 +341,7 @@ def _decode(value: Any, field_name: str, want: type | tuple[type, ...]) -> Any:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise _BadRow(field_name, f"field {field_name!r}: not valid JSON ({exc.msg} at char {exc.pos})") from None
+            raise _BadRow(field_name, f"field {field_name!r}: not valid JSON ({json_problem(exc)} at char {exc.pos})") from None
     names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
     names = names.replace("Mapping", "object").replace("list", "JSON list")
     raise _BadRow(field_name, f"field {field_name!r}: expected a {names}, got {type(value).__name__}")

@@ -11,11 +11,14 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..rewards.length import quantile
+from ..rewards.records import criterion_passed, criterion_targets, failed_criteria
 
 if TYPE_CHECKING:
+    from ..rewards.records import RewardRecord
     from ..rubric import Rubric
-    from .reward import RewardRecord
 
 __all__ = ["RunningTotals", "batch_metrics", "criterion_passed", "failed_criteria"]
 
@@ -31,42 +34,6 @@ class RunningTotals:
     cost: float = 0.0
     judge_calls: int = 0
     completions: int = 0
-
-
-def criterion_passed(weight: float, best: float, value: float) -> bool:
-    """A criterion is passed when it reaches its best value (a penalty: when the flaw is absent)."""
-    return value >= best - _EPS if weight > 0 else value <= _EPS
-
-
-_TARGETS: dict[int, tuple[Any, list[tuple[str, float, float]]]] = {}
-
-
-def _targets(rubric: Rubric) -> list[tuple[str, float, float]]:
-    """(name, weight, best value) per criterion, memoised per rubric object (best_value is a max)."""
-    hit = _TARGETS.get(id(rubric))
-    if hit is None or hit[0] is not rubric:
-        if len(_TARGETS) > 4096:
-            _TARGETS.clear()
-        hit = _TARGETS[id(rubric)] = (rubric, [(c.name, c.weight, c.best_value) for c in rubric.criteria])
-    return hit[1]
-
-
-def failed_criteria(result: Any, rubric: Rubric | None) -> list[str]:
-    """Names of criteria a scored result did not pass (abstentions and failures included)."""
-    if result is None or rubric is None:
-        return []
-    out = []
-    for (name, weight, best), v in zip(_targets(rubric), result.verdicts, strict=False):
-        if v.error is not None or v.value is None or not criterion_passed(weight, best, v.value):
-            out.append(name)
-    return out
-
-
-def _quantile(xs: Sequence[float], q: float) -> float:
-    s = sorted(xs)
-    pos = q * (len(s) - 1)
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def _spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -99,8 +66,10 @@ def batch_metrics(
     batch_s: float,
     prefix: str = "rubric",
     max_criteria: int = 20,
+    unique: int | None = None,
 ) -> dict[str, float]:
-    """The metrics of one batch (see docs/rewards.md for the list)."""
+    """The metrics of one batch (see docs/rewards.md for the list). ``unique``: the distinct (prompt,
+    completion, rubric) triples judged (default: the distinct results)."""
     n = len(records)
     m: dict[str, float] = {}
     if n == 0:
@@ -127,10 +96,14 @@ def batch_metrics(
     verdicts = passed = abstained = failed = 0
     kinds: Counter[str] = Counter()
     per_criterion: dict[str, list[int]] = {}
-    for r in records:
+    late_lengths: list[int] = []  # completions a verdict of which missed the deadline, and the rest judged
+    ontime_lengths: list[int] = []
+    for r, length in zip(records, lengths, strict=True):
         if r.result is None or r.guard is not None or r.rubric is None:
             continue
-        for (name, weight, best), v in zip(_targets(r.rubric), r.result.verdicts, strict=False):
+        late = any(v.error is not None and v.error.kind.value == "deadline" for v in r.result.verdicts)
+        (late_lengths if late else ontime_lengths).append(length)
+        for (name, weight, best), v in zip(criterion_targets(r.rubric), r.result.verdicts, strict=False):
             verdicts += 1
             if v.error is not None:
                 failed += 1
@@ -151,13 +124,19 @@ def batch_metrics(
             m[f"failures/{kind}"] = count / verdicts
         if verdicts - failed:
             m["pass_rate"] = passed / (verdicts - failed)
+    if late_lengths:  # a deadline that falls on the longest completions biases training against length
+        m["deadline_frac"] = len(late_lengths) / n
+        m["length_deadline_mean"] = sum(late_lengths) / len(late_lengths)
+        if ontime_lengths:
+            m["length_ontime_mean"] = sum(ontime_lengths) / len(ontime_lengths)
     for name in list(per_criterion)[:max_criteria]:
         oks = per_criterion[name]
         m[f"pass/{_UNSAFE.sub('_', name)}"] = sum(oks) / len(oks)
 
-    # calls, cost and latency: once per distinct result (duplicates share the same result object)
+    # calls, cost and latency: duplicates within a batch come back with their calls marked cached and free
+    # a group call is on each of its results with its share (1/n): shares, tokens and costs add up to it
     seen: set[int] = set()
-    calls = hits = tokens = 0
+    calls = hits = tokens = 0.0
     cost = 0.0
     latencies: list[float] = []
     for r in records:
@@ -166,25 +145,27 @@ def batch_metrics(
         seen.add(id(r.result))
         for call in r.result.calls:
             if call.cached:
-                hits += 1
+                hits += call.share
             else:
-                calls += 1
+                calls += call.share
                 latencies.append(call.latency_s)
-            tokens += call.usage.total_tokens
+            tokens += call.usage.total_tokens * call.share
             cost += call.cost if not call.cached else 0.0
     totals.steps += 1
     totals.cost += cost
-    totals.judge_calls += calls
+    totals.judge_calls += round(calls)
     totals.completions += n
     m["judge_calls"] = float(calls)
     m["cache_hits"] = float(hits)
-    m["unique_frac"] = len(seen) / n
+    m["unique_frac"] = (len(seen) if unique is None else unique) / n
     m["tokens"] = float(tokens)
     m["cost"] = cost
     m["cost_total"] = totals.cost
     if latencies:
-        m["latency_p50_s"] = _quantile(latencies, 0.5)
-        m["latency_p95_s"] = _quantile(latencies, 0.95)
+        m["latency_p50_s"] = quantile(latencies, 0.5)
+        m["latency_p95_s"] = quantile(latencies, 0.95)
+        m["latency_p99_s"] = quantile(latencies, 0.99)
+        m["latency_max_s"] = max(latencies)
     m["batch_s"] = batch_s
 
     pairs = [(r.reward, float(ln)) for r, ln in zip(records, lengths, strict=True) if r.reward is not None]

@@ -11,7 +11,10 @@ training judge; a second judge family shows judge coupling), and
 * logs the same numbers as ``monitor/...`` through the trainer's loggers (``report_to``);
 * copies the adapter with the best selection mean so far to ``<output_dir>/best/`` (``best/best.json`` says
   which step it is);
-* redraws ``<output_dir>/monitor.png`` (score and length against step).
+* redraws ``<output_dir>/monitor.png`` (score and length against step);
+* keeps the reward-hacking watch (:mod:`rubric_reward.rl.watch`): with ``training_reward`` (the training
+  judge, when the monitor's own reward is a second judge) every checkpoint is scored by both, and each
+  record carries ``watch``, the flags raised at it; ``watch.stop_after`` flagged checkpoints stop training.
 
 Only the main process works; the others wait at a barrier, so the monitor runs once per save however many
 processes train. ``monitor.jsonl`` is keyed by step: on resume, records past the resumed step (a discarded
@@ -120,7 +123,8 @@ class CheckpointMonitor(TrainerCallback):
     def __init__(self, rows: Sequence[Mapping[str, Any]], *, reward: Any, model: str, output_dir: str | Path,
                  generation: Mapping[str, Any] | None = None, n_resamples: int = 2000, confidence: float = 0.95,
                  seed: int = 0, score_base: bool = True, plot: Callable[[Path, list[dict]], Any] | None = None,
-                 log: Callable[[dict[str, float]], None] | None = None):
+                 log: Callable[[dict[str, float]], None] | None = None, training_reward: Any = None,
+                 watch: Any = None):
         if not rows:
             raise ValueError("the monitor needs at least one selection prompt")
         self.rows = [dict(r) for r in rows]
@@ -135,6 +139,10 @@ class CheckpointMonitor(TrainerCallback):
         self.plot = plot
         self.log = log
         self.metric = getattr(getattr(reward, "config", None), "reward", "score") or "score"
+        from .watch import WatchConfig
+
+        self.training_reward = training_reward
+        self.watch = WatchConfig.coerce(watch)
         self._tokenizer: Any = None
 
     # ------------------------------------------------------------------ files
@@ -168,11 +176,18 @@ class CheckpointMonitor(TrainerCallback):
         _barrier()
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        stop = False
         if state.is_world_process_zero:
             step = state.global_step
             if step not in {r["step"] for r in self.records()}:
                 self.evaluate(step, Path(args.output_dir) / f"checkpoint-{step}", state)
-        _barrier()
+            flagged = sum(1 for r in self.records() if r.get("watch"))
+            if self.watch.stop_after and flagged >= self.watch.stop_after:
+                print(f"[monitor] WATCH: {flagged} flagged checkpoint(s) (stop_after {self.watch.stop_after}): "
+                      "stopping training", flush=True)
+                stop = True
+        if _agree(stop):  # every rank stops at the same step
+            control.should_training_stop = True
 
     # ------------------------------------------------------------------ the work
     def evaluate(self, step: int, checkpoint: str | Path | None, state: Any = None) -> dict[str, Any]:
@@ -190,7 +205,16 @@ class CheckpointMonitor(TrainerCallback):
         print(f"[monitor] {label}: scoring", flush=True)
         results = self.reward.score_batch(prompts, completions, **columns)
         values = score_values(results, self.metric)
-        record = self._record(step, checkpoint, prompts, completions, results, values, time.monotonic() - started)
+        training = None
+        if self.training_reward is not None:
+            print(f"[monitor] {label}: scoring with the training judge too", flush=True)
+            metric = getattr(getattr(self.training_reward, "config", None), "reward", "score") or "score"
+            training = score_values(self.training_reward.score_batch(prompts, completions, **columns), metric)
+        record = self._record(step, checkpoint, prompts, completions, results, values, time.monotonic() - started,
+                              training)
+        from .watch import watch_flags
+
+        record["watch"] = watch_flags([r for r in self.records() if r["step"] < step] + [record], self.watch)
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
         self._refresh_best(self.records())
@@ -199,20 +223,37 @@ class CheckpointMonitor(TrainerCallback):
         mean = "n/a" if record["mean"] is None else f"{record['mean']:.3f}"
         print(f"[monitor] {label}: selection {self.metric} {mean}{ci}, perfect {record['perfect']}/{record['n']}, "
               f"unscored {record['unscored']}, {record['mean_length_tokens']:.0f} tokens, "
-              f"{record['seconds']:.0f} s", flush=True)
+              f"{record['seconds']:.0f} s"
+              + ("" if record.get("training_mean") is None else f"; training judge {record['training_mean']:.3f}"),
+              flush=True)
+        for flag in record["watch"]:
+            print(f"[monitor] WATCH {label}: {flag}", flush=True)
         return record
 
-    def _record(self, step: int, checkpoint: Any, prompts: list[Any], completions: list[str], results: list[Any],
-                values: list[float | None], seconds: float) -> dict[str, Any]:
+    def _interval(self, values: Sequence[float | None]) -> Any:
         from ..stats import bootstrap_ci
 
         scored = [v for v in values if v is not None]
-        interval = bootstrap_ci(scored, n_resamples=self.n_resamples, confidence=self.confidence, seed=self.seed) \
+        return bootstrap_ci(scored, n_resamples=self.n_resamples, confidence=self.confidence, seed=self.seed) \
             if scored else None
+
+    def _record(self, step: int, checkpoint: Any, prompts: list[Any], completions: list[str], results: list[Any],
+                values: list[float | None], seconds: float, training: list[float | None] | None = None
+                ) -> dict[str, Any]:
+        from .watch import copied_share, length_correlation
+
+        scored = [v for v in values if v is not None]
+        interval = self._interval(values)
         plain = [getattr(getattr(r, "result", None), "score", None) for r in results]
         lengths = self._token_lengths(completions)
         cost = sum(r.result.cost for r in results if getattr(r, "result", None) is not None)
-        calls = sum(len(r.result.calls) for r in results if getattr(r, "result", None) is not None)
+        calls = sum(r.result.judge_calls for r in results if getattr(r, "result", None) is not None)
+        watch: dict[str, Any] = {"length_rho": length_correlation(values if training is None else training, lengths),
+                                 "copied_share": copied_share(prompts, completions)}
+        if training is not None:
+            t = self._interval(training)
+            watch.update(training_mean=None if t is None else t.estimate, training_ci_low=None if t is None else t.low,
+                         training_ci_high=None if t is None else t.high)
         folder = self.output_dir / "monitor"
         folder.mkdir(exist_ok=True)
         completions_file = folder / f"step-{step:05d}.jsonl"
@@ -232,9 +273,9 @@ class CheckpointMonitor(TrainerCallback):
             perfect=sum(1 for s in plain if s is not None and s >= 1.0 - 1e-9),
             unscored=len(values) - len(scored),
             mean_length_tokens=sum(lengths) / len(lengths) if lengths else 0.0,
-            judge_cost=float(cost), judge_calls=int(calls), seconds=round(seconds, 2),
+            judge_cost=float(cost), judge_calls=int(round(calls)), seconds=round(seconds, 2),
             completions=str(completions_file.relative_to(self.output_dir)), metric=self.metric,
-            extra={"adapter_sha256": _adapter_sha(checkpoint)},
+            extra={"adapter_sha256": _adapter_sha(checkpoint), **watch},
         ).to_dict()
 
     def _token_lengths(self, texts: list[str]) -> list[int]:
@@ -278,7 +319,8 @@ class CheckpointMonitor(TrainerCallback):
     def _log(self, record: dict[str, Any], state: Any) -> None:
         metrics = {f"monitor/{k}": float(record[k]) for k in
                    ("mean", "ci_low", "ci_high", "perfect", "unscored", "mean_length_tokens", "judge_cost",
-                    "judge_calls") if record.get(k) is not None}
+                    "judge_calls", "training_mean", "length_rho", "copied_share") if record.get(k) is not None}
+        metrics["monitor/watch_flags"] = float(len(record.get("watch") or ()))
         if self.log is not None:
             self.log(metrics)
         if self.plot is not None:
@@ -309,6 +351,19 @@ def _checkpoints(output_dir: str | Path) -> list[tuple[int, Path]]:
         except ValueError:
             continue
     return sorted(found)
+
+
+def _agree(flag: bool) -> bool:
+    """The main process's ``flag`` on every process (itself in a single process)."""
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover
+        return flag
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        box = [flag]
+        dist.broadcast_object_list(box, src=0)
+        return bool(box[0])
+    return flag
 
 
 def _barrier() -> None:

@@ -68,8 +68,12 @@ class RecipeArguments:
     # ---------------------------------------------------------------- monitor
     monitor: bool = field(default=True, metadata={"help": "score the base model and every saved checkpoint"})
     monitor_judge: dict | str | None = field(default=None, metadata={"help": (
-        "judge of the monitor and the report (default: the training judge); another family shows judge coupling")})
+        "judge of the monitor and the report (default: the training judge); another family shows judge coupling: "
+        "the training judge then scores every checkpoint too, for the reward-hacking watch")})
     monitor_judge_base_url: str | None = None
+    watch: dict | str | None = field(default=None, metadata={"help": (
+        "reward-hacking watch thresholds (rubric_reward.rl.watch.WatchConfig: min_rise, stall, correlation_rise, "
+        "length_collapse, copied_share, stop_after); with monitor_judge every checkpoint is scored by both judges")})
     generation_backend: str = field(default="transformers", metadata={"help": (
         "greedy generation for monitor and report: transformers, vllm or openai")})
     generation_base_url: str | None = None
@@ -88,8 +92,11 @@ class RecipeArguments:
     ifeval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: eval_max_new_tokens"})
 
     def __post_init__(self) -> None:
-        for name in ("data", "reward_config", "judge", "monitor_judge", "second_judge"):
+        for name in ("data", "reward_config", "judge", "monitor_judge", "second_judge", "watch"):
             setattr(self, name, _maybe_structured(getattr(self, name)))
+        from .watch import WatchConfig
+
+        WatchConfig.coerce(self.watch)  # a bad threshold stops the run before training
         if isinstance(self.data, str):
             raise ValueError(f"data: expected a mapping of rubric_reward.rl.data options, got {self.data!r}")
         if self.generation_backend not in ("transformers", "vllm", "openai"):
@@ -182,8 +189,8 @@ def reward_config(recipe: RecipeArguments, *, judge: Any = None, base_url: str |
     if base_url is not None:
         overrides["base_url"] = base_url
         overrides["judge"] = _with_base_url(overrides.get("judge", base.judge), base_url)
-    if recipe.rubric is not None:
-        overrides["rubric"] = recipe.rubric
+    if recipe.rubric is not None:  # one fixed rubric for every prompt, whatever the dataset's rubric column holds
+        overrides["rubric"], overrides["rubric_column"] = recipe.rubric, None
     return base.replace(**overrides) if overrides else base
 
 
@@ -214,11 +221,12 @@ def build_monitor(recipe: RecipeArguments, training: Any, model: Any, selection:
         from .report import plot_monitor
     except ImportError:  # the report module is optional for training
         plot_monitor = None
+    monitor_reward = _monitor_reward(recipe, reward)
     return CheckpointMonitor(
-        selection, reward=_monitor_reward(recipe, reward), model=model.model_name_or_path,
+        selection, reward=monitor_reward, model=model.model_name_or_path,
         output_dir=training.output_dir, generation=generation_kwargs(recipe),
         n_resamples=recipe.bootstrap_resamples, confidence=recipe.confidence, seed=training.seed,
-        plot=plot_monitor,
+        plot=plot_monitor, training_reward=None if monitor_reward is reward else reward, watch=recipe.watch,
     )
 
 
@@ -370,8 +378,7 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
 
 def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: Path, *, seed: int = 0) -> dict:
     """IFEval base vs trained (``eval/ifeval.py``'s machinery) on all prompts or a seeded subset."""
-    from ..evaluation.ifeval_prompts import load_ifeval
-    from ..evaluation.ifeval_report import evaluate_system, write_comparison, write_system
+    from ..evaluation import evaluate_system, load_ifeval, write_comparison, write_system
 
     rows = load_ifeval()
     if recipe.ifeval_limit and recipe.ifeval_limit < len(rows):

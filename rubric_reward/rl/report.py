@@ -31,11 +31,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.formatting import ci_text as _ci_text
-from ..evaluation.formatting import fmt as _fmt
-from ..evaluation.formatting import interval_dict as _interval
-from ..evaluation.formatting import jsonable as _jsonable
-from ..evaluation.formatting import pvalue as _p
+from ..evaluation import ci_text as _ci_text
+from ..evaluation import fmt as _fmt
+from ..evaluation import interval_dict as _interval
+from ..evaluation import jsonable as _jsonable
+from ..evaluation import pvalue as _p
 
 __all__ = ["compare_paired", "load_selection_scores", "plot_monitor", "plot_score_distributions",
            "rebuild_summary", "selection_table", "write_summary"]
@@ -212,7 +212,8 @@ def _save(fig: Any, path: Path) -> Path:
 
 def plot_monitor(path: str | Path, records: Sequence[Mapping[str, Any]], *, title: str | None = None) -> Path:
     """``monitor.png``: selection mean score with its interval (top) and mean length in tokens (bottom) against
-    step; the base model (step 0) as a dashed line, the best checkpoint starred. Reads the monitor's records
+    step; the base model (step 0) as a dashed line, the best checkpoint starred; with a second judge, the
+    training judge's score beside it and the checkpoints the reward-hacking watch flagged shaded. Reads the monitor's records
     (``step``, ``mean``, ``ci_low``, ``ci_high``, ``mean_length_tokens``, ``metric``); records without a mean
     are drawn as gaps."""
     path = Path(path)
@@ -228,7 +229,16 @@ def plot_monitor(path: str | Path, records: Sequence[Mapping[str, Any]], *, titl
         ys = [m for _, m, _ in shown]
         lows = [m - r["ci_low"] if r.get("ci_low") is not None else 0.0 for _, m, r in shown]
         highs = [r["ci_high"] - m if r.get("ci_high") is not None else 0.0 for _, m, r in shown]
-        top.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, label=f"selection mean {metric}")
+        second = any(r.get("training_mean") is not None for _, _, r in shown)
+        top.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3,
+                     label=f"selection mean {metric}" + (" (second judge)" if second else ""))
+        trained = [(s, r["training_mean"]) for s, _, r in shown if r.get("training_mean") is not None]
+        if trained:  # the watch's other judge: a gain only it sees is coupling to it
+            top.plot([s for s, _ in trained], [m for _, m in trained], marker="s", color="#ff7f0e",
+                     label="training judge")
+        for s_, _, r in shown:
+            if r.get("watch"):
+                top.axvline(s_, color="#d62728", alpha=0.25, linewidth=6)
         base = next((m for s, m, _ in shown if s == 0), None)
         if base is not None:
             top.axhline(base, color="grey", linestyle="--", linewidth=1, label="base model")
@@ -413,6 +423,12 @@ def write_summary(
                       str(r["unscored"] if r["unscored"] is not None else ""), _p(r["pvalue"]), _p(r["pvalue_holm"])])
     blocks.append(Table(["step", f"mean [{level}% CI]", "delta", "perfect", "mean length", "unscored", "p",
                          "p (Holm)"], table))
+    from .watch import watch_lines
+
+    watched = watch_lines(monitor)
+    if watched:
+        blocks.append(Heading(2, "Reward-hacking watch"))
+        blocks.append(Para(" ".join(watched)))
     if "monitor" in plots:
         blocks.append(Image(plots["monitor"], "selection score and length against step"))
 

@@ -1,14 +1,18 @@
 """RubricReward: rubric scores as a reward function for TRL (GRPO, RLOO) and any other trainer.
 
-One call judges a whole generation batch concurrently within the judges' limits. Identical
-(prompt, completion, rubric) triples are judged once. Nothing in here stops or hangs training:
-a per-batch deadline turns stragglers into failures, every exception becomes ``None`` rewards plus
-one log line naming the cause, and only a run of mostly unscorable batches raises, with an error
-that says which judge failed how. Guards (degenerate, truncated) give the minimum reward without a
-judge call; an optional length penalty is subtracted after scoring and recorded separately.
+The judging is the reward core's (:mod:`rubric_reward.rewards`: config, rubric resolution, think
+stripping, judges, cache, the reward read), so TRL, the service and the adapters agree. What is
+TRL's lives here: the call shape and its columns, binding to the trainer, the truncation guard and
+the length penalty, the unscorable streak, and logging. One call judges a whole generation batch
+concurrently within the judges' limits; identical (prompt, completion, rubric) triples are judged
+once. Nothing in here stops or hangs training: a per-batch deadline turns stragglers into failures,
+a malformed completion or rubric label is unscored with its cause, every exception becomes ``None``
+rewards plus one log line, and only a run of mostly unscorable batches raises, with an error that
+says which judge failed how. A batch whose shape cannot be aligned (a bare string for
+``completions``, lists of different lengths) is one clear ``ValueError``.
 
 The object pickles as its config: judges, connections and the loop thread are rebuilt lazily in the
-process that unpickles it.
+process that unpickles it, and closed on ``close()``, garbage collection or interpreter exit.
 """
 
 from __future__ import annotations
@@ -20,13 +24,15 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..results import ScoreResult
-from .config import RewardConfig
-from .metrics import RunningTotals, batch_metrics, failed_criteria
+from .._loop import SyncFacade
+from ..rewards.config import RewardConfig
+from ..rewards.length import length_penalties
+from ..rewards.records import RewardRecord, failed_criteria
+from ..rewards.samples import BatchShapeError, SampleError, aligned, as_list, prompt_identity
+from .metrics import RunningTotals, batch_metrics
 
 __all__ = ["AsyncRubricReward", "RewardRecord", "RubricReward", "UnscorableBatchesError", "rubric_rewards"]
 
@@ -35,36 +41,6 @@ log = logging.getLogger("rubric_reward.rl")
 
 class UnscorableBatchesError(RuntimeError):
     """Too many consecutive batches were (mostly) unscorable: training on nothing is worse than stopping."""
-
-
-@dataclass
-class RewardRecord:
-    """What one completion got: the reward (None = unscored), and why.
-
-    ``score`` is the judged score before any length penalty; ``penalty`` what was subtracted;
-    ``guard`` names the guard that decided the reward without a judge (``degenerate``, ``truncated``);
-    ``error`` says why a completion is unscored.
-    """
-
-    reward: float | None
-    result: ScoreResult | None = None
-    guard: str | None = None
-    error: str | None = None
-    score: float | None = None
-    penalty: float = 0.0
-    length: int = 0
-    rubric: Any = field(default=None, repr=False)
-    error_kinds: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready record (the result in full; the rubric by name)."""
-        return {
-            "reward": self.reward, "score": self.score, "penalty": self.penalty, "length": self.length,
-            "guard": self.guard, "error": self.error, "error_kinds": list(self.error_kinds),
-            "rubric": getattr(self.rubric, "name", None),
-            "failed": failed_criteria(self.result, self.rubric) if self.reward is not None and not self.guard else [],
-            "result": self.result.to_dict() if self.result is not None else None,
-        }
 
 
 def _prompt_key(prompt: Any) -> str:
@@ -76,24 +52,54 @@ def _prompt_key(prompt: Any) -> str:
         return repr(prompt)
 
 
-def _with_base_url(spec: Any, base_url: str | None) -> Any:
-    """``base_url`` applies to judge mappings that name none (as it does to model strings)."""
-    if base_url is None:
-        return spec
-    if isinstance(spec, Mapping) and "base_url" not in spec and "judges" not in spec:
-        return {**spec, "base_url": base_url}
-    if isinstance(spec, list | tuple):
-        return [_with_base_url(s, base_url) for s in spec]
-    return spec
+class _Batch:
+    """One call's prompts, records, and what the metrics need (prompt keys once per prompt object)."""
+
+    def __init__(self, prompts: list[Any]):
+        self.prompts = prompts
+        self.records: list[RewardRecord] = []
+        self.unique = 0
+        self._keys: list[str] | None = None
+
+    @property
+    def prompt_keys(self) -> list[str]:
+        if self._keys is None:
+            memo: dict[Any, str] = {}
+            keys = []
+            for p in self.prompts:
+                if p is None or isinstance(p, str):
+                    keys.append(p or "")
+                    continue
+                ident = prompt_identity(p)
+                key = memo.get(ident) if ident is not None else None
+                if key is None:
+                    key = _prompt_key(p)
+                    if ident is not None:
+                        memo[ident] = key
+                keys.append(key)
+            self._keys = keys
+        return self._keys
 
 
-class RubricReward:
+def _has_objects(judge: Any) -> bool:
+    """Whether a judge spec holds built objects (a Judge), which are taken as they are."""
+    from ..judges.judge import Judge
+
+    if isinstance(judge, list | tuple):
+        return any(_has_objects(j) for j in judge)
+    return isinstance(judge, Judge)
+
+
+class RubricReward(SyncFacade):
     """A TRL reward function (sync) scoring completions against rubrics with an LLM judge.
 
     ``RubricReward(config, **overrides)``: ``config`` is a :class:`RewardConfig`, a mapping of its
-    fields, a YAML path or None; keyword overrides use the same names. TRL logs its rewards under
-    ``rewards/<name>/...`` (``name`` defaults to ``"rubric"``) and its metrics under ``rubric/...``.
+    fields, a YAML path (the service's ``reward.yaml`` too) or None; keyword overrides use the same
+    names. TRL logs its rewards under ``rewards/<name>/...`` (``name`` defaults to ``"rubric"``) and
+    its metrics under ``rubric/...``.
     """
+
+    _loop_name = "rubric-reward"
 
     def __init__(self, config: RewardConfig | Mapping[str, Any] | str | Path | None = None, **overrides: Any):
         self.config = RewardConfig.coerce(config, **overrides)
@@ -106,9 +112,8 @@ class RubricReward:
 
     def _init_runtime(self) -> None:
         self._lock = threading.Lock()
-        self._scorer: Any = None
-        self._source: Any = None
-        self._loop: Any = None
+        self._engine: Any = None
+        self._rubrics: Any = None
         self._tokenizer: Any = None
         self._bound_max_len: int | None = None
         self._eos_ids: frozenset[int] = frozenset()
@@ -117,16 +122,14 @@ class RubricReward:
         self.last_metrics: dict[str, float] = {}
 
     def _validate(self) -> None:
-        """Fail at construction, not at the first training step, on a bad judge or fixed rubric."""
+        """Fail at construction, not at the first training step, on a bad judge, rubric or rubric source."""
         cfg = self.config
-        if cfg.judge is not None and not isinstance(cfg.judge, str):
-            from ..judges.config import JudgeConfig, load_judges
-
-            if not isinstance(cfg.judge, JudgeConfig):
-                load_judges(_with_base_url(cfg.judge, cfg.base_url))  # validates every field; builds no client
-        fixed = self.source.fixed
-        if fixed is not None and fixed.judged and cfg.judge is None:
-            raise ValueError(f"rubric reward: rubric {fixed.name!r} has judged criteria, so a judge is needed (judge=...)")
+        if cfg.judge is not None and not _has_objects(cfg.judge):
+            cfg.judge_configs()  # validates every field; builds no client
+        default = self.source.default
+        if default is not None and default.judged and cfg.judge is None:
+            raise ValueError(f"rubric reward: rubric {default.name!r} has judged criteria, so a judge is needed "
+                             "(judge=...)")
 
     @classmethod
     def from_config(cls, source: RewardConfig | Mapping[str, Any] | str | Path, **overrides: Any) -> RubricReward:
@@ -169,148 +172,103 @@ class RubricReward:
 
     # ------------------------------------------------------------------ lazy parts
     @property
-    def scorer(self) -> Any:
-        """The Scorer doing the judging (built on first use, in the process that uses it)."""
+    def engine(self) -> Any:
+        """The reward core doing the judging (built on first use, in the process that uses it)."""
         with self._lock:
-            if self._scorer is None:
-                from ..judges.judge import as_judges
-                from ..scorer import Scorer
+            if self._engine is None:
+                from ..rewards.engine import RewardEngine
 
-                cfg = self.config
-                cache = None
-                if cfg.cache:
-                    from ..judges.cache import SQLiteCache
+                self._engine = self._own(RewardEngine(self.config))
+            return self._engine
 
-                    cache = SQLiteCache(cfg.cache)
-                judges = as_judges(_with_base_url(cfg.judge, cfg.base_url), base_url=cfg.base_url, cache=cache) \
-                    if cfg.judge is not None else None
-                self._scorer = Scorer(None, judges or None, scoring=cfg.scoring_dict(), grading=cfg.grading_dict())
-            return self._scorer
+    @property
+    def scorer(self) -> Any:
+        """The Scorer behind the engine."""
+        return self.engine.scorer
 
     @property
     def source(self) -> Any:
+        """The rubric resolver (the engine's once it is built)."""
+        if self._engine is not None:
+            return self._engine.rubrics
         with self._lock:
-            if self._source is None:
-                from .rubrics import RubricSource
+            if self._rubrics is None:
+                from ..rewards.rubrics import RubricResolver
 
                 cfg = self.config
-                self._source = RubricSource(cfg.rubric, column=cfg.rubric_column, rubric_dir=cfg.rubric_dir,
-                                            rubrics=cfg.rubrics)
-            return self._source
+                self._rubrics = RubricResolver(cfg.rubric, rubric_dir=cfg.rubric_dir, rubrics=cfg.rubrics)
+            return self._rubrics
 
     @property
     def judge_names(self) -> list[str]:
         try:
-            return [j.name for j in self.scorer.grader.judges]
+            return self.engine.judge_names
         except Exception:  # noqa: BLE001 - only used in messages
             return [str(self.config.judge)]
-
-    def _runner(self) -> Any:
-        with self._lock:
-            if self._loop is None:
-                from .._loop import LoopThread
-
-                self._loop = LoopThread("rubric-reward")
-            return self._loop
 
     # ------------------------------------------------------------------ scoring (no logging)
     def score_batch(self, prompts: Sequence[Any] | None, completions: Sequence[Any], **columns: Any) -> list[RewardRecord]:
         """Score one batch synchronously; never raises for judge or data problems (see ``RewardRecord``)."""
-        return self._runner().run(self.ascore_batch(prompts, completions, **columns))
+        return self._run(self.ascore_batch(prompts, completions, **columns))
 
     async def ascore_batch(self, prompts: Sequence[Any] | None, completions: Sequence[Any], *,
                            completion_ids: Sequence[Sequence[int]] | None = None, **columns: Any) -> list[RewardRecord]:
         """Score one batch on the running event loop; failures come back as records, never raised."""
-        n = len(completions)
+        return (await self._ascore(prompts, completions, completion_ids, columns)).records
+
+    async def _ascore(self, prompts: Sequence[Any] | None, completions: Sequence[Any],
+                      completion_ids: Sequence[Sequence[int]] | None, columns: Mapping[str, Any]) -> _Batch:
         self._check_setup()
+        completions = as_list("completions", completions)
+        n = len(completions)
+        prompts = [None] * n if prompts is None else aligned("prompts", prompts, n)
+        ids = None if completion_ids is None else aligned("completion_ids", completion_ids, n)
+        batch = _Batch(prompts)
         try:
-            return await self._score(prompts, completions, completion_ids, columns)
-        except asyncio.CancelledError:
+            await self._score(batch, completions, ids, columns)
+        except (asyncio.CancelledError, BatchShapeError):
             raise
         except Exception as exc:  # a bug here must not stop training
             cause = f"{type(exc).__name__}: {exc}"
             log.error("rubric reward: scoring the batch failed, %d completion(s) unscored: %s", n, cause,
                       exc_info=log.isEnabledFor(logging.DEBUG))
-            return [RewardRecord(None, error=f"internal: {cause}", error_kinds=("internal",)) for _ in range(n)]
+            batch.records = [RewardRecord.failed(cause, "internal") for _ in range(n)]
+        return batch
 
-    async def _score(self, prompts: Sequence[Any] | None, completions: Sequence[Any],
-                     completion_ids: Sequence[Sequence[int]] | None, columns: Mapping[str, Any]) -> list[RewardRecord]:
-        from ..items import Item, response_text
-        from ..rollouts import strip_think
-
-        cfg = self.config
+    async def _score(self, batch: _Batch, completions: list[Any], completion_ids: list[Any] | None,
+                     columns: Mapping[str, Any]) -> None:
+        cfg, engine = self.config, self.engine
         n = len(completions)
-        prompts = list(prompts) if prompts is not None else [None] * n
-        if len(prompts) != n:
-            raise ValueError(f"{len(prompts)} prompts for {n} completions")
-        if completion_ids is not None and len(completion_ids) != n:
-            completion_ids = None
-        rubrics = self.source.rows(n, columns)
-        guards, penalty_cfg = cfg.guards, cfg.length_penalty
+        rubrics = engine.rubrics.rows(n, columns, cfg.rubric_column)
+        prepared = engine.prepare_batch(batch.prompts, completions, rubrics)
+        guards, penalty = cfg.guards, cfg.length_penalty
         max_len = self.max_completion_length
-
         records: list[RewardRecord | None] = [None] * n
-        unique: dict[tuple[str, str, int], int] = {}
-        pairs: list[tuple[Any, Any]] = []
-        owner: list[int] = [-1] * n  # index into pairs
-        for i in range(n):
-            rubric = rubrics[i]
-            if isinstance(rubric, Exception):
-                records[i] = RewardRecord(None, error=f"rubric: {rubric}", error_kinds=("rubric",))
-                continue
-            try:
-                text = response_text(completions[i])
-                if cfg.strip_think:
-                    text = strip_think(text)
-                item = Item(response=text, prompt=prompts[i])
-            except (TypeError, ValueError) as exc:
-                records[i] = RewardRecord(None, error=f"data: row {i}: {exc}", error_kinds=("data",), rubric=rubric)
+        lengths = [0] * n
+        pairs, owners = [], []
+        for i, p in enumerate(prepared):
+            if isinstance(p, SampleError):
+                records[i] = RewardRecord.failed(str(p), p.kind)
                 continue
             ids = completion_ids[i] if completion_ids is not None else None
-            length = self._length(text, ids, penalty_cfg)
+            lengths[i] = self._length(p[1].response, ids, penalty)
             if guards.truncated and ids is not None and len(ids) >= max_len and not (ids and ids[-1] in self._eos_ids):
-                records[i] = RewardRecord(guards.min_reward, guard="truncated", score=None, length=length,
-                                          rubric=rubric)
+                records[i] = RewardRecord(guards.min_reward, guard="truncated", rubric=p[0])
                 continue
-            key = (_prompt_key(prompts[i]), text, id(rubric))  # equal column values resolve to one object
-            j = unique.get(key)
-            if j is None:
-                j = unique[key] = len(pairs)
-                pairs.append((rubric, item))
-            owner[i] = j
-            records[i] = RewardRecord(None, length=length, rubric=rubric)
-
-        results = await self._grade(pairs) if pairs else []
-        for i, rec in enumerate(records):
-            j = owner[i]
-            if j < 0:
-                continue
-            res = results[j]
-            rec.result = res
-            if res.metadata.get("screened"):
-                rec.guard, rec.score, rec.reward = "degenerate", res.score, guards.min_reward
-                continue
-            value = getattr(res, cfg.reward) if res.score is not None else None
-            if value is None:
-                rec.error = res.error or f"no {cfg.reward} on the result"
-                rec.error_kinds = tuple(v.error.kind.value for v in res.verdicts if v.error is not None) or ("none",)
-                continue
-            rec.score = float(value)
-            rec.penalty = penalty_cfg(rec.length)
-            rec.reward = rec.score - rec.penalty
-        return records  # type: ignore[return-value]
-
-    async def _grade(self, pairs: list[tuple[Any, Any]]) -> list[ScoreResult]:
-        grader = self.scorer.grader
-        for rubric, _ in pairs:
-            if rubric.judged and not self.scorer._has_judge:
-                raise ValueError(f"rubric {rubric.name!r} has judged criteria but the reward config names no judge")
-        deadline = self.config.deadline_s
-        coro = grader.grade_many(pairs, deadline_s=deadline)
-        if deadline is None:
-            return await coro
-        # grade_many ends calls at the deadline itself; this is the belt over its braces
-        return await asyncio.wait_for(coro, timeout=deadline + max(2.0, 0.25 * deadline))
+            pairs.append(p)
+            owners.append(i)
+        keys = batch.prompt_keys
+        batch.unique = len({(keys[i], p[1].response, id(p[0])) for i, p in zip(owners, pairs, strict=True)})
+        for i, rec in zip(owners, await engine.score(pairs), strict=True):
+            records[i] = rec
+        judged = [r.score if r.reward is not None and r.guard is None else None for r in records]  # type: ignore[union-attr]
+        for i, (rec, cut) in enumerate(zip(records, length_penalties(penalty, lengths, judged, batch.prompt_keys),
+                                           strict=True)):
+            if cut:
+                rec.penalty = cut
+                rec.reward = rec.score - cut
+            rec.length = lengths[i]
+        batch.records = records  # type: ignore[assignment]
 
     def _length(self, text: str, ids: Sequence[int] | None, penalty: Any) -> int:
         if penalty.enabled and penalty.unit == "tokens":
@@ -332,23 +290,23 @@ class RubricReward:
                  log_extra: Callable[[str, list], None] | None = None,
                  log_metric: Callable[[str, float], None] | None = None, **columns: Any) -> list[float | None]:
         start = time.perf_counter()
-        records = self.score_batch(prompts, completions, completion_ids=completion_ids, **columns)
-        return self._finish(records, prompts, start, log_extra, log_metric, trainer_state)
+        batch = self._run(self._ascore(prompts, completions, completion_ids, columns))
+        return self._finish(batch, start, log_extra, log_metric, trainer_state)
 
-    def _finish(self, records: list[RewardRecord], prompts: Sequence[Any] | None, start: float,
-                log_extra: Callable | None, log_metric: Callable | None, trainer_state: Any = None) -> list[float | None]:
-        n = len(records)
+    def _finish(self, batch: _Batch, start: float, log_extra: Callable | None, log_metric: Callable | None,
+                trainer_state: Any = None) -> list[float | None]:
+        records = batch.records
         try:
             step = getattr(trainer_state, "global_step", None)
-            self._report(records, prompts, time.perf_counter() - start, log_extra, log_metric, step)
+            self._report(batch, time.perf_counter() - start, log_extra, log_metric, step)
         except Exception as exc:  # noqa: BLE001 - logging must never stop training
             log.error("rubric reward: could not log metrics: %s: %s", type(exc).__name__, exc)
         self._check_streak(records)
-        return [r.reward for r in records][:n]
+        return [r.reward for r in records]
 
-    def _report(self, records: list[RewardRecord], prompts: Sequence[Any] | None, batch_s: float,
-                log_extra: Callable | None, log_metric: Callable | None, step: int | None = None) -> None:
-        cfg = self.config
+    def _report(self, batch: _Batch, batch_s: float, log_extra: Callable | None, log_metric: Callable | None,
+                step: int | None = None) -> None:
+        cfg, records = self.config, batch.records
         unscored = [r for r in records if r.reward is None]
         if unscored:
             causes = Counter((r.error or "unknown").split("\n")[0][:200] for r in unscored)
@@ -356,11 +314,11 @@ class RubricReward:
             where = f" at step {step}" if step is not None else ""
             log.warning("rubric reward%s: %d of %d completion(s) unscored (judge %s); most common cause (%dx): %s",
                         where, len(unscored), len(records), ", ".join(self.judge_names), count, top)
-        prompt_keys = [_prompt_key(p) for p in prompts] if prompts is not None else [""] * len(records)
+        rubrics = {id(r.rubric): r.rubric for r in records if r.rubric is not None}
         metrics = batch_metrics(
-            records, lengths=[r.length for r in records], prompt_keys=prompt_keys,
-            fixed_rubric=self.source.fixed, totals=self.totals, batch_s=batch_s,
-            prefix=cfg.metric_prefix, max_criteria=cfg.max_criteria_metrics,
+            records, lengths=[r.length for r in records], prompt_keys=batch.prompt_keys,
+            fixed_rubric=next(iter(rubrics.values())) if len(rubrics) == 1 else None, totals=self.totals,
+            batch_s=batch_s, prefix=cfg.metric_prefix, max_criteria=cfg.max_criteria_metrics, unique=batch.unique,
         )
         self.last_metrics = metrics
         if log_metric is not None:
@@ -409,25 +367,11 @@ class RubricReward:
         return AsyncRubricReward(self)
 
     def close(self) -> None:
+        """Close the judges (each connection on the loop it lives on) and the loop thread; the reward is
+        rebuilt on its next call. Garbage collection and interpreter exit close it too."""
         with self._lock:
-            scorer, loop = self._scorer, self._loop
-            self._scorer, self._loop = None, None
-        if scorer is not None:
-            try:
-                if loop is not None:
-                    loop.run(scorer.aclose())
-                else:
-                    asyncio.run(scorer.aclose())
-            except Exception as exc:  # noqa: BLE001
-                log.debug("closing the judges: %s", exc)
-        if loop is not None:
-            loop.close()
-
-    def __enter__(self) -> RubricReward:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+            self._engine = None
+        super().close()
 
     def __repr__(self) -> str:
         return f"RubricReward(judge={self.config.judge!r}, reward={self.config.reward!r})"
@@ -449,8 +393,8 @@ class AsyncRubricReward:
                        log_extra: Callable[[str, list], None] | None = None,
                        log_metric: Callable[[str, float], None] | None = None, **columns: Any) -> list[float | None]:
         start = time.perf_counter()
-        records = await self.reward.ascore_batch(prompts, completions, completion_ids=completion_ids, **columns)
-        return self.reward._finish(records, prompts, start, log_extra, log_metric, trainer_state)
+        batch = await self.reward._ascore(prompts, completions, completion_ids, columns)
+        return self.reward._finish(batch, start, log_extra, log_metric, trainer_state)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"reward": self.reward}
@@ -471,8 +415,8 @@ def rubric_rewards(prompts: Sequence[Any] | None, completions: Sequence[Any], ru
                    **overrides: Any) -> list[float | None]:
     """Rewards for any trainer: one per completion, ``None`` where unscorable.
 
-    ``rubrics`` is one rubric per completion (anything a rubric column holds), or None when the config
-    sets a fixed rubric. Same guarantees as :class:`RubricReward` (deadline, dedupe, guards, the
+    ``rubrics`` is one rubric per completion (anything a rubric column holds), or None for the config's
+    default ``rubric``. Same guarantees as :class:`RubricReward` (deadline, dedupe, guards, the
     unscorable-streak error). The reward object behind a config is built once per process and reused
     by later calls with the same config (its judges keep their connections); pass a
     :class:`RubricReward` as ``config`` to manage it yourself.
@@ -494,7 +438,8 @@ def rubric_rewards(prompts: Sequence[Any] | None, completions: Sequence[Any], ru
                 if len(_SHARED) >= 8:
                     _SHARED.pop(next(iter(_SHARED))).close()
                 reward = _SHARED[key] = RubricReward(cfg)
-    columns = {} if rubrics is None else {reward.config.rubric_column: list(rubrics)}
+    column = reward.config.rubric_column or "rubric"
+    columns = {} if rubrics is None else {column: list(rubrics)}
     return reward(prompts, completions, **columns)
 
 

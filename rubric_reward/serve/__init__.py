@@ -1,7 +1,8 @@
 """The reward over HTTP: ``rubric-reward serve --config reward.yaml`` and a small client.
 
-``ServeConfig`` (reward.yaml), ``RewardEngine`` (the shared scoring core), ``build_app`` /
-``serve`` / ``ServiceThread`` (the aiohttp service) and ``RewardClient``. Imports are lazy so that
+``ServeConfig`` (reward.yaml: the core's ``RewardConfig`` plus ``serve:``), ``ServiceEngine`` (the reward
+core plus the request shapes; also under its earlier name ``RewardEngine``), ``build_app`` / ``serve`` /
+``ServiceThread`` (the aiohttp service) and ``RewardClient`` (from the core). Imports are lazy so that
 ``import rubric_reward.serve`` stays light.
 """
 
@@ -10,7 +11,8 @@ from __future__ import annotations
 from .._lazy import lazy_exports
 
 _EXPORTS = {
-    "ServeConfig": "config", "ServerSettings": "config", "RewardEngine": "engine", "RequestError": "errors",
+    "ServeConfig": "config", "ServerSettings": "config", "ServiceEngine": "engine", "RewardEngine": "engine",
+    "RequestError": "errors",
     "build_app": "app", "serve": "app", "ServiceThread": "app",
     "RewardClient": "client", "RewardServiceError": "client",
 }

@@ -1,4 +1,4 @@
-"""The reward service: an aiohttp app over one shared :class:`RewardEngine`.
+"""The reward service: an aiohttp app over one shared :class:`~rubric_reward.serve.engine.ServiceEngine`.
 
 Routes:
 
@@ -30,7 +30,7 @@ from typing import Any
 from aiohttp import web
 
 from .config import ServeConfig
-from .engine import RewardEngine
+from .engine import ServiceEngine
 from .errors import RequestError
 from .metrics import ServeMetrics
 
@@ -38,7 +38,7 @@ __all__ = ["ServiceThread", "build_app", "serve"]
 
 log = logging.getLogger("rubric_reward.serve")
 
-ENGINE = web.AppKey("engine", RewardEngine)
+ENGINE = web.AppKey("engine", ServiceEngine)
 METRICS = web.AppKey("metrics", ServeMetrics)
 STATE = web.AppKey("state", dict)
 _ENDPOINTS = {"/score": "score", "/openrlhf": "openrlhf", "/get_reward": "openrlhf", "/health": "health",
@@ -132,7 +132,7 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
     app[STATE] = state
 
     async def start_engine(app: web.Application) -> Any:
-        app[ENGINE] = RewardEngine(config)
+        app[ENGINE] = ServiceEngine(config)
         yield
         await app[ENGINE].aclose()
 
@@ -143,21 +143,20 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
         engine = request.app[ENGINE]
         start = time.perf_counter()
         pairs, deadline = engine.score_request(await _read_json(request, max_bytes))
-        results = await engine.score(pairs, deadline)
-        metrics.results("score", results)
-        out = [engine.item_result(r) for r in results]
-        scored = sum(1 for r in results if r.score is not None)
-        return _json({"results": out, "summary": {
-            "items": len(results), "scored": scored, "unscored": len(results) - scored,
-            "cost": sum(r.cost for r in results), "elapsed_s": round(time.perf_counter() - start, 4),
+        records = await engine.score(pairs, deadline_s=deadline)
+        metrics.results("score", [r.result for r in records])
+        scored = sum(1 for r in records if not r.unscored)
+        return _json({"results": [engine.item_result(r) for r in records], "summary": {
+            "items": len(records), "scored": scored, "unscored": len(records) - scored,
+            "cost": sum(r.cost for r in records), "elapsed_s": round(time.perf_counter() - start, 4),
         }})
 
     async def openrlhf(request: web.Request) -> web.Response:
         engine = request.app[ENGINE]
         pairs = engine.openrlhf_request(await _read_json(request, max_bytes))
-        results = await engine.score(pairs)
-        metrics.results("openrlhf", results)
-        return _json(openrlhf_answer(engine, results))
+        records = await engine.score(pairs)
+        metrics.results("openrlhf", [r.result for r in records])
+        return _json(engine.openrlhf_answer(records))
 
     async def health(request: web.Request) -> web.Response:
         draining = state["draining"]
@@ -176,25 +175,9 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
     return app
 
 
-def openrlhf_answer(engine: RewardEngine, results: list[Any]) -> dict[str, Any]:
-    """OpenRLHF's reply shape; unscored entries get ``serve.unscored_reward`` and are flagged."""
-    rewards = [engine.numeric_reward(r) for r in results]
-    return {
-        "rewards": rewards,
-        "scores": rewards,
-        "extra_logs": {
-            "rubric_score": [r.score if r.score is not None else engine.config.serve.unscored_reward for r in results],
-            "rubric_unscored": [0.0 if r.score is not None else 1.0 for r in results],
-            "rubric_judge_cost": [r.cost for r in results],
-        },
-        "unscored": [r.score is None for r in results],
-        "errors": [r.error for r in results],
-    }
-
-
 def engine_judges(app: web.Application) -> list[str]:
     engine = app.get(ENGINE)
-    return [j.name for j in engine.scorer.grader.judges] if engine is not None and engine.has_judge else []
+    return engine.judge_names if engine is not None else []
 
 
 def _check_token(request: web.Request, expected: bytes) -> None:

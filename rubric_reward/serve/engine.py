@@ -1,75 +1,66 @@
-"""The scoring core shared by the HTTP service and the in-process trainer adapters.
+"""The service's side of the reward core: request bodies in, answers out, errors as 4xx naming the field.
 
-One :class:`RewardEngine` owns one judge pool (limits, cache, pooled connections) and scores
-(rubric, item) pairs with ``Grader.grade_many`` under a per-request deadline, exactly as ``Scorer``
-does. It also reads the two request shapes (``/score`` and OpenRLHF's) into such pairs, with errors
-that name the field.
+:class:`ServiceEngine` is the core's :class:`~rubric_reward.rewards.engine.RewardEngine` (the same
+judges, rubric resolution, think stripping and reward read as the TRL plugin and the adapters) plus
+the two request shapes (``/score`` and OpenRLHF's) and their answers. A sample the core cannot
+judge (a :class:`~rubric_reward.rewards.samples.SampleError`) becomes a :class:`RequestError` with
+the same code and field, at this boundary only.
 """
 
 from __future__ import annotations
 
-import math
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..items import Item, as_messages
-from ..judges.judge import as_judges
-from ..results import ScoreResult
+from ..items import unencodable_at
+from ..rewards.engine import Pair
+from ..rewards.engine import RewardEngine as _CoreEngine
+from ..rewards.records import RewardRecord
+from ..rewards.samples import SampleError
+from ..rewards.text import openrlhf_sample
 from ..rubric import Rubric
-from ..scorer import Scorer
 from .config import ServeConfig
 from .errors import RequestError
-from .rubrics import RubricResolver
-from .text import chat_text_to_prompt, split_query, strip_think
 
-__all__ = ["Pair", "RewardEngine"]
+__all__ = ["Pair", "RewardEngine", "ServiceEngine"]
 
-Pair = tuple[Rubric, Item]
+log = logging.getLogger("rubric_reward.serve")
+
 _ITEM_FIELDS = {"id", "prompt", "conversation", "response", "rubric", "rubric_id", "label"}
 
 
-class RewardEngine:
-    """Scores pairs for one :class:`ServeConfig`; build it inside the event loop that will use it."""
+def _request_error(exc: SampleError) -> RequestError:
+    return RequestError(422, exc.code, exc.field, exc.message)
+
+
+class ServiceEngine(_CoreEngine):
+    """The reward core for one :class:`ServeConfig`; build it inside the event loop that will use it."""
+
+    config: ServeConfig
 
     def __init__(self, config: ServeConfig | Mapping[str, Any] | str | None = None):
-        self.config = config = ServeConfig.load(config)
-        self.cache = None
-        if config.cache:
-            from ..judges.cache import SQLiteCache
+        super().__init__(config)
+        ignored = self.config.trainer_only_settings()
+        if ignored:
+            log.warning("serve config: %s apply in the TRL plugin only; the service does not use them",
+                        ", ".join(ignored))
 
-            self.cache = SQLiteCache(config.cache)
-        judges = as_judges(config.judge, base_url=config.base_url, cache=self.cache) if config.judge is not None else []
-        self.scorer = Scorer(None, judges, scoring=config.scoring_config(), grading=config.grading_config())
-        self.has_judge = bool(judges)
-        self.rubrics = RubricResolver(config.rubric, config.rubric_dir)
-        if self.rubrics.default is not None:
-            self._usable(self.rubrics.default, "rubric")
+    @classmethod
+    def config_class(cls) -> type[ServeConfig]:
+        return ServeConfig
 
-    # ------------------------------------------------------------------ scoring
-    async def score(self, pairs: Sequence[Pair], deadline_s: float | None = None) -> list[ScoreResult]:
-        """Grade every pair; failures come back as unscored results, never as exceptions or hangs."""
-        deadline = self.config.deadline_s if deadline_s is None else deadline_s
-        return await self.scorer.grader.grade_many(list(pairs), deadline_s=deadline)
-
-    def reward(self, result: ScoreResult) -> float | None:
-        """The configured reward field; None when unscored (never NaN)."""
-        value = getattr(result, self.config.reward) if result.score is not None else None
-        return None if value is None or not math.isfinite(value) else float(value)
-
-    def numeric_reward(self, result: ScoreResult) -> float:
-        """For trainers that need a number: the reward, or ``serve.unscored_reward`` when unscored."""
-        r = self.reward(result)
-        return float(self.config.serve.unscored_reward) if r is None else r
-
-    def item_result(self, result: ScoreResult) -> dict[str, Any]:
+    # ------------------------------------------------------------------ answers
+    def item_result(self, record: RewardRecord) -> dict[str, Any]:
         """One item of a ``/score`` answer."""
+        result = record.result
         return {
             "id": result.metadata.get("id"),
-            "reward": self.reward(result),
+            "reward": record.reward,
             "score": result.score,
             "raw_score": result.raw_score,
             "expected_score": result.expected_score,
-            "unscored": result.score is None,
+            "unscored": record.reward is None,
             "error": result.error,
             "verdicts": [v.to_dict() for v in result.verdicts],
             "cost": result.cost,
@@ -77,21 +68,23 @@ class RewardEngine:
             "cached_calls": sum(1 for c in result.calls if c.cached),
         }
 
-    async def aclose(self) -> None:
-        await self.scorer.aclose()
-        if self.cache is not None:
-            self.cache.close()
+    def openrlhf_answer(self, records: Sequence[RewardRecord]) -> dict[str, Any]:
+        """OpenRLHF's reply shape; unscored entries get ``unscored_reward`` and are flagged."""
+        fallback = float(self.config.unscored_reward)
+        rewards = [r.numeric(fallback) for r in records]
+        return {
+            "rewards": rewards,
+            "scores": rewards,
+            "extra_logs": {
+                "rubric_score": [r.score if r.score is not None else fallback for r in records],
+                "rubric_unscored": [float(r.unscored) for r in records],
+                "rubric_judge_cost": [r.cost for r in records],
+            },
+            "unscored": [r.unscored for r in records],
+            "errors": [r.error for r in records],
+        }
 
     # ------------------------------------------------------------------ reading requests
-    def response_text(self, response: str) -> str:
-        return strip_think(response) if self.config.strip_think else response
-
-    def _usable(self, rubric: Rubric, field: str) -> Rubric:
-        if rubric.judged and not self.has_judge:
-            raise RequestError(422, "no_judge", field,
-                               f"rubric {rubric.name!r} has judged criteria, but the service has no 'judge'")
-        return rubric
-
     def score_request(self, body: Any) -> tuple[list[Pair], float | None]:
         """Read a ``/score`` body: ``{"items": [...], "rubric"|"rubric_id"?: ..., "deadline_s"?: s}``."""
         if not isinstance(body, Mapping):
@@ -106,23 +99,34 @@ class RewardEngine:
         if not isinstance(items, list):
             raise RequestError(422, "invalid_field", "items", f"must be a list, got {_kind(items)}")
         self._check_batch(len(items), "items")
-        shared = self._rubric_of(body, "", required=False)
-        deadline = self._deadline(body.get("deadline_s"))
-        pairs = []
-        for i, raw in enumerate(items):
-            where = f"items[{i}]"
-            if not isinstance(raw, Mapping):
-                raise RequestError(422, "invalid_field", where, f"an item must be an object, got {_kind(raw)}")
-            extra = set(raw) - _ITEM_FIELDS
-            if extra:
-                raise RequestError(422, "unknown_field", f"{where}.{sorted(extra)[0]}",
-                                   f"unknown field; expected {', '.join(sorted(_ITEM_FIELDS))}")
-            rubric = self._rubric_of(raw, f"{where}.", required=False) or shared
-            if rubric is None:
-                rubric = self.rubrics.default_for(f"{where}.rubric")
-            self._usable(rubric, f"{where}.rubric")
-            pairs.append((rubric, self._item(raw, where)))
-        return pairs, deadline
+        try:
+            shared = self._rubric_of(body, "")
+            deadline = self._deadline(body.get("deadline_s"))
+            return [self._score_item(raw, i, shared) for i, raw in enumerate(items)], deadline
+        except SampleError as exc:
+            raise _request_error(exc) from None
+
+    def _score_item(self, raw: Any, i: int, shared: Rubric | None) -> Pair:
+        where = f"items[{i}]"
+        if not isinstance(raw, Mapping):
+            raise RequestError(422, "invalid_field", where, f"an item must be an object, got {_kind(raw)}")
+        extra = set(raw) - _ITEM_FIELDS
+        if extra:
+            raise RequestError(422, "unknown_field", f"{where}.{sorted(extra)[0]}",
+                               f"unknown field; expected {', '.join(sorted(_ITEM_FIELDS))}")
+        rubric = self._rubric_of(raw, f"{where}.") or shared or self.rubrics.default_for(f"{where}.rubric")
+        self.usable(rubric, f"{where}.rubric")
+        if "response" not in raw:
+            raise RequestError(422, "missing_field", f"{where}.response", "the response to judge is required")
+        if raw.get("prompt") is not None and raw.get("conversation") is not None:
+            raise RequestError(422, "invalid_field", f"{where}.conversation", "give 'prompt' or 'conversation', not both")
+        key = "conversation" if raw.get("conversation") is not None else "prompt"
+        item_id = raw.get("id")
+        if isinstance(item_id, str) and unencodable_at(item_id) is not None:
+            raise RequestError(422, "invalid_field", f"{where}.id", "not valid text (a lone surrogate)")
+        item = self.item(raw.get(key), raw["response"], id=None if item_id is None else str(item_id),
+                         prompt_field=f"{where}.{key}", completion_field=f"{where}.response")
+        return rubric, item
 
     def openrlhf_request(self, body: Any) -> list[Pair]:
         """Read OpenRLHF's remote reward body ``{"query": [...], "prompts": [...], "labels": [...]}``."""
@@ -143,22 +147,18 @@ class RewardEngine:
             labels = [None] * n
         elif not isinstance(labels, list) or len(labels) != n:
             raise RequestError(422, "invalid_field", "labels", f"must be a list of {n} labels (or null)")
-        return [self.openrlhf_pair(q, p, label, i)
-                for i, (q, p, label) in enumerate(zip(lists["query"], lists["prompts"], labels, strict=True))]
-
-    def openrlhf_pair(self, query: str, prompt: str, label: Any, i: int) -> Pair:
-        """One OpenRLHF sample: the response is what follows the prompt in the query."""
-        response = split_query(query, prompt)
-        if response is None:
-            raise RequestError(422, "invalid_field", f"query[{i}]", f"does not contain prompts[{i}] "
-                               "(the query must be the prompt followed by the response)")
-        rubric = self._usable(self.rubrics.from_label(label, f"labels[{i}]"), f"labels[{i}]")
-        return rubric, Item(response=self.response_text(response), prompt=chat_text_to_prompt(prompt) or None, id=str(i))
-
-    def label_pair(self, prompt: Any, response: str, label: Any, field: str, id: str | None = None) -> Pair:
-        """One (rubric, item) from a trainer's prompt, response text and label (verl ground truth)."""
-        rubric = self._usable(self.rubrics.from_label(label, field), field)
-        return rubric, Item(response=self.response_text(str(response)), prompt=prompt or None, id=id)
+        pairs = []
+        for i, (query, prompt, label) in enumerate(zip(lists["query"], lists["prompts"], labels, strict=True)):
+            sample = openrlhf_sample(query, prompt)
+            if sample is None:
+                raise RequestError(422, "invalid_field", f"query[{i}]", f"does not contain prompts[{i}] "
+                                   "(the query must be the prompt followed by the response)")
+            try:
+                pairs.append(self.prepare(sample[0], sample[1], label, id=str(i), where=f"sample {i}: "))
+            except SampleError as exc:
+                field = f"labels[{i}]" if exc.kind == "rubric" else f"query[{i}]"
+                raise RequestError(422, exc.code, field, exc.message) from None
+        return pairs
 
     # ------------------------------------------------------------------ helpers
     def _check_batch(self, n: int, field: str) -> None:
@@ -166,51 +166,29 @@ class RewardEngine:
         if n > limit:
             raise RequestError(413, "too_many_items", field, f"{n} items; this service takes at most {limit} per request")
 
-    def _deadline(self, raw: Any) -> float | None:
+    @staticmethod
+    def _deadline(raw: Any) -> float | None:
         if raw is None:
             return None
         if isinstance(raw, bool) or not isinstance(raw, int | float) or not raw > 0:
             raise RequestError(422, "invalid_field", "deadline_s", f"must be a positive number, got {raw!r}")
-        cap = self.config.deadline_s
-        return float(raw) if cap is None else min(float(raw), cap)
+        return float(raw)
 
-    def _rubric_of(self, obj: Mapping[str, Any], prefix: str, *, required: bool) -> Rubric | None:
+    def _rubric_of(self, obj: Mapping[str, Any], prefix: str) -> Rubric | None:
         given = [k for k in ("rubric", "rubric_id", "label") if obj.get(k) is not None]
         if len(given) > 1:
             raise RequestError(422, "invalid_field", f"{prefix}{given[1]}",
                                f"give one of 'rubric', 'rubric_id', 'label', not {' and '.join(given)}")
         if given == ["label"]:
-            return self.rubrics.from_label(obj["label"], f"{prefix}label")
+            return self.rubrics.resolve(obj["label"], f"{prefix}label")
         if given == ["rubric_id"]:
             return self.rubrics.by_id(obj["rubric_id"], f"{prefix}rubric_id")
         if given == ["rubric"]:
-            return self.rubrics.inline(obj["rubric"], f"{prefix}rubric")
-        return self.rubrics.default_for(f"{prefix}rubric") if required else None
+            return self.rubrics.resolve(obj["rubric"], f"{prefix}rubric", ids=False)
+        return None
 
-    def _item(self, raw: Mapping[str, Any], where: str) -> Item:
-        if "response" not in raw:
-            raise RequestError(422, "missing_field", f"{where}.response", "the response to judge is required")
-        response = raw["response"]
-        if not isinstance(response, str | list | Mapping):
-            raise RequestError(422, "invalid_field", f"{where}.response",
-                               f"must be a string or assistant messages, got {_kind(response)}")
-        if raw.get("prompt") is not None and raw.get("conversation") is not None:
-            raise RequestError(422, "invalid_field", f"{where}.conversation", "give 'prompt' or 'conversation', not both")
-        key = "conversation" if raw.get("conversation") is not None else "prompt"
-        prompt = raw.get(key)
-        try:
-            if prompt is not None and not isinstance(prompt, str):
-                if not isinstance(prompt, list):
-                    raise ValueError(f"must be a string or a list of messages, got {_kind(prompt)}")
-                prompt = as_messages(prompt)
-            item_id = raw.get("id")
-            item = Item(response=response, prompt=prompt, id=None if item_id is None else str(item_id))
-        except ValueError as exc:
-            field = f"{where}.{key}" if "prompt" in str(exc) or key in str(exc) else f"{where}.response"
-            raise RequestError(422, "invalid_field", field, str(exc)) from None
-        if self.config.strip_think:
-            item = Item(response=strip_think(item.response), prompt=item.prompt, id=item.id)
-        return item
+
+RewardEngine = ServiceEngine  # the service's engine under its earlier public name
 
 
 def _kind(x: Any) -> str:

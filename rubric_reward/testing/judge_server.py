@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..group_prompts import requested_responses
 from ..prompts import requested_criteria
 
 __all__ = ["Fault", "FaultPlan", "JudgeServer", "ScriptedJudge", "load_script", "response_in_request", "spawn",
@@ -75,6 +76,9 @@ class FaultPlan:
         return None
 
 
+PositionBias = float | Callable[[int, int], float]
+
+
 def _rendered(messages: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The rendered judge prompt among ``messages`` (a re-ask appends turns after it)."""
     for m in messages:
@@ -102,15 +106,32 @@ class ScriptedJudge:
     when the request asks for logprobs, the verdict token carries them. ``reply(body)``, when given,
     answers any request it returns text for (non-judge prompts: rubric generation, meta-judges);
     returning None falls through to the scripted verdicts.
+
+    Group requests (``mode: group``) get one verdict per response shown, keyed by its id, each from the
+    same script. ``position_bias`` makes the judge favour where a response is shown: a float is the
+    chance that the first-shown response gets ``biased_label`` (on the criteria that offer it)
+    whatever the script says; a function
+    ``(position, n) -> chance`` sets it for every position (draws are seeded by the request, so a
+    request always gets the same answer).
     """
 
     def __init__(self, verdicts: Mapping[str, Script] | None = None, default: Script = "MET",
                  reason: str = "Quoted evidence: the response says so.",
-                 reply: Callable[[Mapping[str, Any]], str | None] | None = None):
+                 reply: Callable[[Mapping[str, Any]], str | None] | None = None,
+                 position_bias: PositionBias | None = None, biased_label: str = "MET"):
         self.verdicts = dict(verdicts or {})
         self.default = default
         self.reason = reason
         self.reply = reply
+        self.position_bias = position_bias
+        self.biased_label = biased_label
+
+    def _bias(self, position: int, n: int) -> float:
+        if self.position_bias is None:
+            return 0.0
+        if callable(self.position_bias):
+            return float(self.position_bias(position, n))
+        return float(self.position_bias) if position == 0 else 0.0
 
     def _resolve(self, name: str, response: str, body: Mapping[str, Any]) -> tuple[str, Mapping[str, float] | None]:
         script = self.verdicts.get(name, self.default)
@@ -127,8 +148,11 @@ class ScriptedJudge:
             if text is not None:
                 return text, None
         messages = _rendered(body["messages"])
-        response = response_in_request(messages)
+        shown = requested_responses(messages)
         asked = requested_criteria(messages)
+        if shown:
+            return self._group_answer(body, messages, shown, asked)
+        response = response_in_request(messages)
         if len(asked) <= 1 and (not asked or asked[0][0] is None):
             name = asked[0][1] if asked else ""
             label, probs = self._resolve(name, response, body)
@@ -142,17 +166,51 @@ class ScriptedJudge:
             answer[key] = {"reason": self.reason, "verdict": label}
         return json.dumps(answer), None
 
+    def _group_answer(self, body: Mapping[str, Any], messages: list[Mapping[str, Any]],
+                      shown: list[tuple[str, str]], asked: list[tuple[str | None, str]]
+                      ) -> tuple[str, list[dict[str, Any]] | None]:
+        rng = random.Random(str(messages[-1].get("content", "")))
+        keyed = bool(asked) and asked[0][0] is not None
+        segments: list[tuple[str, Mapping[str, float] | None]] = []
+        pending = "{"
+        for pos, (rid, response) in enumerate(shown):
+            pending += ("" if pos == 0 else ", ") + json.dumps(rid) + ": " + ("{" if keyed else "")
+            for ci, (key, name) in enumerate(asked):
+                label, probs = self._resolve(name, response, body)
+                if rng.random() < self._bias(pos, len(shown)) and self.biased_label in _labels(body, rid, key):
+                    label, probs = self.biased_label, None
+                if keyed:
+                    pending += ("" if ci == 0 else ", ") + json.dumps(key) + ": "
+                pending += '{"reason": ' + json.dumps(self.reason) + ', "verdict": "'
+                segments += [(pending, None), (label, probs or {label: 1.0})]
+                pending = '"}'
+            pending += "}" if keyed else ""
+        segments.append((pending + "}", None))
+        answer = "".join(t for t, _ in segments)
+        if not body.get("logprobs"):
+            return answer, None
+        return answer, [_token(t, probs) for t, probs in segments]
+
+
+def _labels(body: Mapping[str, Any], rid: str, key: str | None) -> tuple[str, ...]:
+    """The labels a group request's schema allows for (response id, criterion key)."""
+    schema = body.get("response_format", {}).get("json_schema", {}).get("schema", {})
+    node = schema.get("properties", {}).get(rid, {})
+    if key is not None:
+        node = node.get("properties", {}).get(key, {})
+    return tuple(node.get("properties", {}).get("verdict", {}).get("enum", ()))
+
+
+def _token(text: str, probs: Mapping[str, float] | None) -> dict[str, Any]:
+    probs = probs or {text: 1.0}
+    top = [{"token": lab, "logprob": math.log(max(p, 1e-12))} for lab, p in probs.items()]
+    return {"token": text, "logprob": math.log(max(probs.get(text, 1e-12), 1e-12)), "top_logprobs": top}
+
 
 def token_logprobs(prefix: str, label: str, suffix: str, probs: Mapping[str, float] | None) -> list[dict[str, Any]]:
     """OpenAI-style ``logprobs.content`` for ``prefix + label + suffix`` with ``probs`` as the label
     token's alternatives (for scripted replies that carry label probabilities)."""
-    probs = probs or {label: 1.0}
-    top = [{"token": lab, "logprob": math.log(max(p, 1e-12))} for lab, p in probs.items()]
-    return [
-        {"token": prefix, "logprob": 0.0, "top_logprobs": [{"token": prefix, "logprob": 0.0}]},
-        {"token": label, "logprob": math.log(max(probs.get(label, 1e-12), 1e-12)), "top_logprobs": top},
-        {"token": suffix, "logprob": 0.0, "top_logprobs": [{"token": suffix, "logprob": 0.0}]},
-    ]
+    return [_token(prefix, None), _token(label, probs or {label: 1.0}), _token(suffix, None)]
 
 
 class JudgeServer:

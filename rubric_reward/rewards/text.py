@@ -1,29 +1,33 @@
-"""Text a trainer sends, made judgeable: OpenRLHF queries split into prompt and response, chat
-templates read back into messages, trailing special tokens and reasoning blocks removed."""
+"""Model output made judgeable: reasoning removed (:func:`strip_think`, the one rule every path uses),
+OpenRLHF queries split into prompt and response, chat templates read back into messages, trailing
+special tokens removed. Pure functions of text."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["chat_text_to_prompt", "split_query", "strip_special_tail", "strip_think"]
+__all__ = ["chat_text_to_prompt", "openrlhf_sample", "split_query", "strip_special_tail", "strip_think"]
 
 # End-of-turn / padding tokens that decoding "with special tokens" leaves after a response.
 _SPECIAL_LAST = re.compile(r"(?:<\|[A-Za-z0-9_]+\|>|</s>|<eos>|<pad>|<end_of_turn>|\[PAD\])$")
 _SPECIAL_ANY = re.compile(r"<\|[A-Za-z0-9_]+\|>|</?s>|<eos>|<pad>|<bos>|<start_of_turn>|<end_of_turn>")
-_THINK = re.compile(r"<think>.*?</think>", re.S)
 _CHATML = re.compile(r"<\|im_start\|>(\w+)\n(.*?)(?:<\|im_end\|>|\Z)", re.S)
 _LLAMA3 = re.compile(r"<\|start_header_id\|>(\w+)<\|end_header_id\|>\n\n(.*?)(?:<\|eot_id\|>|\Z)", re.S)
 
 
 def strip_think(text: str) -> str:
-    """Drop ``<think>...</think>`` blocks; with an unclosed block, keep what follows the last
-    ``</think>`` (or nothing, when the response never left its reasoning)."""
-    out = _THINK.sub("", text)
-    if "</think>" in out:
-        out = out.rsplit("</think>", 1)[1]
-    elif "<think>" in out:
-        out = out.split("<think>", 1)[0]
-    return out.strip()
+    """The answer in a reasoning model's output: the text after the last ``</think>``.
+
+    Chat templates that open ``<think>`` in the generation prompt (Qwen3) give completions that hold
+    only the closing tag, so ``reasoning</think>answer`` and ``<think>reasoning</think>answer`` both
+    give ``answer``. A ``<think>`` that no ``</think>`` follows (generation stopped while reasoning)
+    leaves no answer: ``""``. Text with neither tag comes back unchanged; an answer cut from around
+    a tag is stripped of surrounding whitespace.
+    """
+    if "think>" not in text:
+        return text
+    answer = text.rsplit("</think>", 1)[-1]
+    return "" if "<think>" in answer else answer.strip()
 
 
 def strip_special_tail(text: str) -> str:
@@ -65,3 +69,11 @@ def chat_text_to_prompt(text: str) -> str | list[dict[str, str]]:
         if turns:
             return turns
     return _SPECIAL_ANY.sub("", text).strip()
+
+
+def openrlhf_sample(query: str, prompt: str) -> tuple[str | list[dict[str, str]] | None, str] | None:
+    """One OpenRLHF sample as (prompt: text or messages, response); None when ``query`` does not hold ``prompt``."""
+    response = split_query(query, prompt)
+    if response is None:
+        return None
+    return chat_text_to_prompt(prompt) or None, response

@@ -1,0 +1,46 @@
+"""Text folded for comparison: what a response "says" once its spelling tricks are undone.
+
+Compatibility forms (fullwidth and styled letters) become plain ones, case is folded, format
+characters (zero-width spaces and joiners, soft hyphens) and combining marks are dropped, and text
+is read as words (runs of letters and digits; each Han or kana character is a word of its own).
+Screening and the verdict-provenance check compare text this way.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+
+__all__ = ["Words", "fold", "scan", "words"]
+
+Words = tuple[str, ...]
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_WORD = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
+
+
+def fold(text: str, *, keep_case: bool = False) -> str:
+    """``text`` in compatibility form, case folded (unless ``keep_case``), without format characters
+    or combining marks."""
+    text = unicodedata.normalize("NFKC", text)
+    text = unicodedata.normalize("NFKD", text if keep_case else text.casefold())
+    return "".join(ch for ch in text if unicodedata.category(ch) not in ("Cf", "Mn", "Me"))
+
+
+@functools.lru_cache(maxsize=256)
+def scan(text: str, *, keep_case: bool = False) -> tuple[Words, tuple[str, ...]]:
+    """The folded words of ``text`` and the separators around them (``len(words) + 1`` of them)."""
+    folded = fold(text, keep_case=keep_case)
+    found, seps, pos = [], [], 0
+    for m in _WORD.finditer(folded):
+        seps.append(folded[pos:m.start()])
+        found.append(m.group())
+        pos = m.end()
+    seps.append(folded[pos:])
+    return tuple(found), tuple(seps)
+
+
+def words(text: str, *, keep_case: bool = False) -> Words:
+    """The folded words of ``text``."""
+    return scan(text, keep_case=keep_case)[0]

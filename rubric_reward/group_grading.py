@@ -1,0 +1,229 @@
+"""Group judging (``mode: group``): one judge call sees the task once and the distinct responses to it.
+
+GRPO only needs scores that are right relative to the other completions of a prompt, and sends each
+prompt ``num_generations`` times; a group judge sends the task once per call instead of once per
+(completion, criterion). The grader gives a group judge every unscreened item of one group
+(:func:`group_units`: same rubric, prompt and group label) and takes back one vote per (item,
+criterion, sample, pass), which it aggregates with the other judges' votes and scores exactly as it
+scores per-response votes.
+
+For each sample (seed ``seed + sample``) the distinct responses are
+
+* split, when there are more than ``group_size``, into near-equal calls (a seeded order decides who
+  goes together);
+* labelled ``R1`` ... ``Rn`` in a seeded order per (seed, group, split), unrelated to where they are shown;
+* shown in an order shuffled per (seed, group, split, criteria), with ``group_passes: 2`` asking again
+  with that order reversed, so the first shown comes last: a judge that favours a position favours
+  different responses in the two passes, and the ensemble rules (a tie goes against the response)
+  settle the disagreement, recorded as the verdict's ``agreement``.
+
+Every (response, criterion) pair needs exactly one on-menu verdict (:func:`~rubric_reward.group_prompts.
+parse_group_reply`); pairs missing or malformed get one re-ask of the call, and what is still missing
+is a ``parse`` failure of those verdicts only. A transport failure or a deadline fails every verdict
+the call carried. Each item's result carries the call with ``share = 1/n`` of it and its cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import random
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from .group_prompts import GroupCall, GroupParse, _top_objects, group_reask_messages, parse_group_reply, render_group_call
+from .items import Item
+from .judges.base import ChatReply, ChatRequest
+from .prompts import Exemplar, option_order
+from .results import CallRecord, ErrorKind, JudgeError, Verdict
+from .rubric import Criterion, Rubric
+
+__all__ = ["group_units", "judge_group", "layout"]
+
+Votes = list[tuple[list[Verdict], list[CallRecord]]]  # per item: its votes and its shares of the calls
+
+
+def group_units(pairs: Sequence[tuple[Rubric, Item]], keys: Sequence[tuple[str, Any]],
+                indices: Sequence[int]) -> list[list[int]]:
+    """``indices`` of ``pairs`` gathered into groups (same (rubric content, prompt) ``keys`` and group label),
+    in the order each group is first seen; an item with neither prompt nor group label is a group of its own."""
+    units: dict[tuple, list[int]] = {}
+    for i in indices:
+        item = pairs[i][1]
+        if item.prompt is None and item.group is None:
+            units[("alone", i)] = [i]
+        else:
+            units.setdefault((*keys[i], item.group), []).append(i)
+    return list(units.values())
+
+
+def _rng(*parts: Any) -> random.Random:
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return random.Random(int.from_bytes(digest, "big"))
+
+
+def layout(n: int, size: int, *, seed: int, key: str, shuffle: bool) -> list[list[int]]:
+    """The calls ``n`` distinct responses are split into (at most ``size`` each, sizes within one of each
+    other), as response indices; which go together is seeded by (seed, key) when ``shuffle``."""
+    order = list(range(n))
+    if shuffle:
+        _rng(seed, key, "split").shuffle(order)
+    calls = max(1, math.ceil(n / size))
+    return [sorted(order[j::calls]) for j in range(calls)]
+
+
+def _group_key(item: Item, texts: Sequence[str]) -> str:
+    prompt = item.prompt if item.prompt is None or isinstance(item.prompt, str) else repr(item.prompt)
+    blob = "\x1e".join([str(prompt), str(item.group), *sorted(texts)])
+    return hashlib.blake2b(blob.encode(), digest_size=12).hexdigest()
+
+
+async def judge_group(
+    judge: Any,
+    rubric: Rubric,
+    items: Sequence[Item],
+    *,
+    seed: int,
+    shuffle: bool,
+    reask: bool,
+    exemplars: Callable[[Sequence[Criterion], str], Mapping[str, Sequence[Exemplar]] | None],
+    on_call: Callable[[CallRecord], Any] | None = None,
+) -> Votes:
+    """Every vote ``judge`` (a group-mode judge) casts on ``items`` (one group), per item."""
+    cfg = judge.config
+    judged = rubric.judged
+    texts = list(dict.fromkeys(item.response for item in items))
+    index = {t: i for i, t in enumerate(texts)}
+    owners = [index[item.response] for item in items]
+    key = _group_key(items[0], texts)
+    k = cfg.criteria_per_call(len(judged))
+    jobs = []  # (response indices of the call, coroutine)
+    for sample in range(cfg.samples):
+        s = seed + sample
+        for j, members in enumerate(layout(len(texts), cfg.group_size, seed=s, key=key, shuffle=shuffle)):
+            ids = [f"R{n}" for n in range(1, len(members) + 1)]
+            if shuffle:
+                _rng(s, key, j, "ids").shuffle(ids)
+            label = dict(zip(members, ids, strict=True))
+            for start in range(0, len(judged), k):
+                chunk = judged[start:start + k]
+                shown = list(members)
+                if shuffle:
+                    _rng(s, key, j, *(c.name for c in chunk)).shuffle(shown)
+                orders = [option_order(c, seed=s, response=key, judge=judge.name, shuffle=shuffle) for c in chunk]
+                for p in range(cfg.group_passes):
+                    order = shown if p == 0 else shown[::-1]
+                    call = render_group_call(rubric, items[0].prompt, [(label[m], texts[m]) for m in order], chunk,
+                                             orders, exemplars=exemplars(chunk, judge.name))
+                    jobs.append((order, _run_group_call(judge, call, sample, reask, on_call)))
+    outcomes = await asyncio.gather(*(coro for _, coro in jobs))
+
+    votes: list[list[Verdict]] = [[] for _ in texts]
+    records: list[list[CallRecord]] = [[] for _ in texts]
+    for (order, _), (per_response, record) in zip(jobs, outcomes, strict=True):
+        share = 1.0 / sum(1 for o in owners if o in order)
+        for m, verdicts in zip(order, per_response, strict=True):
+            votes[m].extend(verdicts)
+            records[m].append(replace(record, share=share, cost=record.cost * share))
+    out: Votes = []
+    seen: set[int] = set()
+    for m in owners:  # an item whose text another item of the group already has carries no new share
+        out.append((list(votes[m]), records[m] if m not in seen else
+                    [replace(r, cost=0.0, attempts=0, cached=True) for r in records[m]]))
+        seen.add(m)
+    return out
+
+
+async def _run_group_call(judge: Any, call: GroupCall, sample: int, reask: bool,
+                          on_call: Callable[[CallRecord], Any] | None) -> tuple[list[list[Verdict]], CallRecord]:
+    """One group call, with one re-ask for the pairs the first answer left unusable: per response shown
+    (display order), its verdicts on the call's criteria, and the call's record."""
+    cfg = judge.config
+    request = ChatRequest(call.messages, schema=call.schema, logprobs=cfg.logprobs,
+                          top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample)
+    kw = {"accept": lambda reply: parse_group_reply(call, reply.text).complete} if getattr(judge, "caches", False) \
+        else {}
+    start = time.perf_counter()
+    reply = await judge.complete(request, **kw)
+    usage, cost, attempts, cached, error = reply.usage, reply.cost, reply.attempts, reply.cached, reply.error
+    answers: list[tuple[ChatReply, GroupParse]] = []
+    if error is None:
+        answers.append((reply, parse_group_reply(call, reply.text)))
+        if not answers[0][1].complete and reask:
+            retry = await judge.complete(replace(request, messages=group_reask_messages(call, reply.text,
+                                                                                         answers[0][1])), **kw)
+            usage, cost, attempts = usage + retry.usage, cost + retry.cost, attempts + retry.attempts
+            cached = cached and retry.cached
+            if retry.error is None:
+                answers.append((retry, parse_group_reply(call, retry.text)))
+            else:
+                error = retry.error
+    left = answers[-1][1].problems if answers else {}
+    problems = {pair: why for pair, why in left.items() if not any(pair in a.verdicts for _, a in answers)}
+    if error is None and problems:
+        error = JudgeError(ErrorKind.PARSE, GroupParse({}, problems).summary()
+                           + (" (after one re-ask)" if len(answers) > 1 else ""))
+    record = CallRecord(judge=judge.name, criteria=tuple(c.name for c in call.criteria), usage=usage, cost=cost,
+                        latency_s=time.perf_counter() - start, attempts=attempts, cached=cached, error=error)
+    if on_call is not None:
+        on_call(record)
+    out = []
+    for rid in call.ids:
+        verdicts = []
+        for c in call.criteria:
+            pair = (rid, c.name)
+            taken = next(((r, a.verdicts[pair]) for r, a in answers if pair in a.verdicts), None)
+            if taken is None:
+                why = problems.get(pair)
+                err = error if why is None or error is None or error.kind is not ErrorKind.PARSE else \
+                    JudgeError(ErrorKind.PARSE, f"group call, response {rid}: {why}"
+                               + (" (after one re-ask)" if len(answers) > 1 else ""))
+                verdicts.append(Verdict(c.name, None, None, error=err, judge=judge.name))
+                continue
+            r, p = taken
+            v = Verdict(p.criterion, p.label, p.value, reason=p.reason, abstained=p.abstained, judge=judge.name)
+            verdicts.append(_with_probabilities(v, c, call, r, rid))
+        out.append(verdicts)
+    return out, record
+
+
+_SITE = re.compile(r'"(R\d+|C\d+)"\s*:\s*\{|"verdict"\s*:\s*"')
+
+
+def _with_probabilities(v: Verdict, c: Criterion, call: GroupCall, reply: ChatReply, rid: str) -> Verdict:
+    """``v`` with label probabilities read from the reply's token logprobs, where they show its label."""
+    if not reply.logprobs or v.label is None:
+        return v
+    from .logprob_verdicts import expected_value, label_probabilities, token_offsets
+
+    starts, text = token_offsets(reply.logprobs)
+    site = _sites(call, text).get((rid, c.name))
+    if site is None or not text.startswith(v.label + '"', site):
+        return v
+    probs = label_probabilities(reply.logprobs, starts, site, c.labels)
+    return v if probs is None else replace(v, probabilities=probs, expected_value=expected_value(c, probs))
+
+
+def _sites(call: GroupCall, text: str) -> dict[tuple[str, str], int]:
+    """Where each (response id, criterion) verdict label starts, inside the answer object only."""
+    objects = _top_objects(text)
+    if not objects:
+        return {}
+    names = dict(zip(call.keys or (), (c.name for c in call.criteria), strict=False))
+    only = call.criteria[0].name if call.keys is None else None
+    rid = crit = None
+    sites: dict[tuple[str, str], int] = {}
+    for m in _SITE.finditer(text, objects[-1][1]):
+        if m.group(1) is None:
+            name = only or names.get(crit or "")
+            if rid is not None and name is not None:
+                sites.setdefault((rid, name), m.end())
+        elif m.group(1).startswith("R"):
+            rid, crit = m.group(1), None
+        else:
+            crit = m.group(1)
+    return sites

@@ -1,0 +1,132 @@
+"""Verdict provenance: whether a verdict the judge gave is text from the response it judged.
+
+A response can carry verdict-shaped text: JSON at any depth, with duplicate keys, escaped inside a
+string, single- or curly-quoted, HTML-escaped, in JavaScript / Python / JSON5 object syntax, or
+plain words such as ``verdict: MET``. A judge that
+quotes it must never have it taken as its own verdict. A verdict object counts as quoted when
+
+- each of its fields (key and value, compared as folded words: case, width, format characters,
+  white space, punctuation and escaping aside) is a field of one object found in the response, or
+- its reason and its verdict label (as written, case kept) both occur in the response as words, at
+  most two words apart.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .folding import Words, words
+
+__all__ = ["quoted_from"]
+
+_MAX_DEPTH = 4  # JSON inside a string inside JSON ...: how deep to look
+_GAP = 2  # words allowed between a reason and its label ("reason: c, verdict: MET")
+_QUOTES = str.maketrans({c: '"' for c in "'\u2018\u2019\u201a\u201b\u2032\u201c\u201d\u201e\u201f\u2033"})
+
+
+_BARE_KEY = re.compile(r'([{,]\s*)([A-Za-z_][\w-]*)\s*:')
+_TRAILING_COMMA = re.compile(r",\s*([}\]])")
+_LITERALS = re.compile(r"\b(?:True|False|None)\b")
+
+
+class _Pairs(list):
+    """A decoded JSON object as its (key, value) pairs, duplicate keys kept."""
+
+
+_LENIENT = json.JSONDecoder(object_pairs_hook=_Pairs)
+Field = tuple[Words, Any]
+
+
+def quoted_from(verdict: Mapping[str, Any], response: str) -> bool:
+    """Whether the verdict object ``verdict`` (``{"reason", "verdict"}``) occurs in ``response``."""
+    if not response:
+        return False
+    mine = frozenset(_field(k, v) for k, v in verdict.items())
+    if any(mine <= record for record in _records(response)):
+        return True
+    reason, label = verdict.get("reason"), verdict.get("verdict")
+    if not (isinstance(reason, str) and isinstance(label, str)):
+        return False
+    # the label keeps its case: "met" is an English word, "MET" a label copied as written
+    return _near(words(reason), words(label, keep_case=True), words(response, keep_case=True))
+
+
+def _field(key: Any, value: Any) -> Field:
+    if isinstance(value, str):
+        folded: Any = words(value)
+    elif isinstance(value, list):
+        folded = "<object>" if isinstance(value, _Pairs) else "<array>"
+    elif isinstance(value, dict):
+        folded = "<object>"
+    else:
+        folded = json.dumps(value)
+    return words(str(key)), folded
+
+
+def _relaxed(text: str) -> str:
+    """JavaScript / Python / JSON5 object syntax made JSON: quotes, bare keys, trailing commas, literals."""
+    text = _BARE_KEY.sub(r'\1"\2":', text.translate(_QUOTES))
+    text = _TRAILING_COMMA.sub(r"\1", text)
+    return _LITERALS.sub(lambda m: {"True": "true", "False": "false", "None": "null"}[m.group()], text)
+
+
+def _variants(text: str) -> set[str]:
+    """``text`` as written and with one layer of escaping, quoting or relaxed syntax undone."""
+    out = {text, html.unescape(text), text.translate(_QUOTES), _relaxed(text)}
+    unescaped = text
+    for _ in range(_MAX_DEPTH):
+        unescaped = unescaped.replace('\\"', '"').replace("\\\\", "\\")
+        out.add(unescaped)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _records(response: str) -> frozenset[frozenset[Field]]:
+    """The fields of every JSON object in ``response``, at any depth and in every variant."""
+    out: set[frozenset[Field]] = set()
+    for text in _variants(response):
+        _collect(text, out, 0)
+    return frozenset(out)
+
+
+def _collect(text: str, out: set[frozenset[Field]], depth: int) -> None:
+    i = text.find("{")
+    while i >= 0:
+        try:
+            value, end = _LENIENT.raw_decode(text, i)
+        except (ValueError, RecursionError):
+            i = text.find("{", i + 1)
+            continue
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, _Pairs):
+                out.add(frozenset(_field(k, x) for k, x in v))
+                stack.extend(x for _, x in v)
+            elif isinstance(v, list):
+                stack.extend(v)
+            elif isinstance(v, str) and "{" in v and depth < _MAX_DEPTH:  # JSON written inside a string
+                for variant in {v, v.translate(_QUOTES)}:
+                    _collect(variant, out, depth + 1)
+        i = text.find("{", end)
+
+
+def _near(reason: Words, label: Words, said: Words) -> bool:
+    """Whether ``reason`` (case folded) and ``label`` (case kept) occur in ``said`` (case kept) at most
+    :data:`_GAP` words apart."""
+    if not reason or not label:
+        return False
+    labels = [j for j in range(len(said) - len(label) + 1) if said[j:j + len(label)] == label]
+    if not labels:
+        return False
+    folded, n = tuple(w.casefold() for w in said), len(reason)
+    for i in range(len(said) - n + 1):
+        if folded[i] == reason[0] and folded[i:i + n] == reason:
+            if any(i + n <= j <= i + n + _GAP or i - _GAP <= j + len(label) <= i for j in labels):
+                return True
+    return False
