@@ -23,7 +23,7 @@ from pathlib import Path
 
 from _bench import ROOT
 
-from rubric_reward.evaluation import ci_text
+from rubric_reward.evaluation import ci_text, fmt, pvalue
 
 TARGET_WALL_S = 20 * 60
 TARGET_RSS_GB = 8.0
@@ -65,8 +65,9 @@ def main() -> int:
           f"{'yes' if wall < TARGET_WALL_S else 'no (or contended)'} |")
     print(f"| peak RSS < {TARGET_RSS_GB:g} GB | {rss_gb:.2f} GB | {'yes' if rss_gb < TARGET_RSS_GB else 'no'} |")
     if held:
-        print(f"| held-out gain, interval above 0, p < 0.05 | {held['base']['agreement']:.3f} -> "
-              f"{held['trained']['agreement']:.3f}, difference {ci_text(d, signed=True)}, p = {held['pvalue']:.3g} | "
+        print(f"| held-out gain, interval above 0, p < 0.05 | {fmt(held['base']['agreement'])} -> "
+              f"{fmt(held['trained']['agreement'])}, difference {ci_text(d, signed=True)}, "
+              f"p = {pvalue(held['pvalue'])} | "
               f"{'yes' if gain else 'no'} |")
     print(f"\nrun folder: {out}")
     return 0
