@@ -121,7 +121,8 @@ async def _score_one(scorer: Any, row: Any, sample: int, rubric: Rubric | None, 
                                                               h.exploit_threshold))
     usable = [n for n, p in enumerate(row.labels) if str(p.get("winner", "")).strip().lower() != "tie"]
     pairs = [{"id": row.id, "pair": n, "sample": sample, "credit": rec["credit"], "score_a": rec["score_a"],
-              "score_b": rec["score_b"], "label": rec["label"]} for n, rec in zip(usable, outcome.pairs, strict=True)]
+              "score_b": rec["score_b"], "label": rec["label"], **({"error": rec["error"]} if rec.get("error") else {})}
+             for n, rec in zip(usable, outcome.pairs, strict=True)]
     n_checks = sum(1 for c in rubric.criteria if c.check)
     info.update(n_criteria=len(rubric.criteria), n_checks=n_checks, exploitable=gaming["exploitable"],
                 exploited_by=gaming["by"], degenerate_scores=gaming["scores"], rubric=rubric.to_dict())
@@ -186,18 +187,21 @@ def summarize_outcomes(base: Mapping[str, Any], trained: Mapping[str, Any], h: A
 
 
 def _verdict(r: Mapping[str, Any]) -> str:
-    d, p = r["difference"], r["pvalue"]
+    d, p, disc = r["difference"], r["pvalue"], r["discordant"]
     if d["estimate"] is None:
         return "no pair could be compared"
-    if r["discordant"]["trained_better"] + r["discordant"]["base_better"] == 0:
+    counts = f"trained better on {disc['trained_better']} pairs, base better on {disc['base_better']}"
+    if disc["trained_better"] + disc["base_better"] == 0:
         return "the two generators' rubrics decide every pair alike: no difference"
+    diff = f"{ci_text(d, signed=True)}, McNemar p = {p:.3g} ({counts})"
     if d["low"] is not None and d["low"] > 0 and p < 0.05:
-        return f"the trained generator agrees more with the labels: {d['estimate']:+.3f} [{d['low']:+.3f}, " \
-               f"{d['high']:+.3f}], McNemar p = {p:.3g}"
+        return f"the trained generator agrees more with the labels: {diff}"
     if d["high"] is not None and d["high"] < 0 and p < 0.05:
-        return f"the trained generator agrees less with the labels: {d['estimate']:+.3f} [{d['low']:+.3f}, " \
-               f"{d['high']:+.3f}], McNemar p = {p:.3g}"
-    return f"no difference distinguishable from zero: {ci_text(d, signed=True)}, McNemar p = {p:.3g}"
+        return f"the trained generator agrees less with the labels: {diff}"
+    if p < 0.05:
+        return f"mixed evidence, not distinguishable from zero: the paired interval includes 0 although McNemar " \
+               f"rejects equality: {diff}"
+    return f"no difference distinguishable from zero: {diff}"
 
 
 def render_heldout_table(results: Sequence[Mapping[str, Any]]) -> str:
@@ -211,24 +215,26 @@ def render_heldout_table(results: Sequence[Mapping[str, Any]]) -> str:
         return "n/a" if x is None else f"{100 * x:.0f}%"
 
     lines = ["# Held-out evaluation", "",
-             f"{first['prompts']['n']} held-out prompts ({first['prompts']['source']}), {first['n_pairs']} labelled "
-             f"pairs compared; outcome 1 / 0.5 / 0 when the rubric scores the better response higher / the same / "
+             f"{first['prompts']['n']} held-out prompts ({first['prompts']['source']}, {first['prompts']['pairs']} "
+             f"labelled pairs); outcome 1 / 0.5 / 0 when the rubric scores the better response higher / the same / "
              f"lower (no valid rubric: a tie). {conf}% bootstrap intervals over prompts; McNemar's exact test on "
              f"the pairs whose outcome differs. Exploitable: a degenerate response scores >= "
              f"{first['exploit_threshold']:g}.", "",
-             "| generator | valid rubrics | agreement | CI | correct / tie / wrong | difference vs base | CI | "
-             "McNemar p | criteria per rubric | checkable share | exploitable share |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| generator | valid rubrics | pairs compared | agreement | CI | correct / tie / wrong | difference vs base | "
+             "CI | McNemar p | criteria per rubric | checkable share | exploitable share |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 
     def row(name: str, g: Mapping[str, Any], r: Mapping[str, Any] | None) -> str:
         d = r["difference"] if r else None
-        return (f"| {name} | {g['valid']}/{g['rubrics']} | {fmt(g['agreement'])} | {ci_text(g['ci'], estimate=False)} | "
+        compared = f"{r['n_pairs']} ({r['n_failed']} failed)" if r else str(first["n_pairs"] + first["n_failed"])
+        return (f"| {name} | {g['valid']}/{g['rubrics']} | {compared} | {fmt(g['agreement'])} | "
+                f"{ci_text(g['ci'], estimate=False)} | "
                 f"{g['correct']} / {g['ties']} / {g['wrong']} | "
                 f"{'-' if d is None else fmt(d['estimate'])} | {'-' if d is None else ci_text(d, estimate=False)} | "
                 f"{'-' if r is None else fmt(r['pvalue'], 4)} | {fmt(g['mean_criteria'], 2)} | "
                 f"{pct(g['checkable_share'])} | {pct(g['exploitable_share'])} |")
 
-    lines.append(row("base", first["base"], None))
+    lines.append(row("base", first["base"], None))  # the base row: its comparison with iteration 1
     for i, r in enumerate(results, 1):
         lines.append(row(f"iter_{i}", r["trained"], r))
     lines += [""] + [f"- iter_{i}: {r['verdict']}." for i, r in enumerate(results, 1)]

@@ -37,6 +37,7 @@ resumes from its last DPO checkpoint (when the config saves checkpoints); ``merg
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import logging
 import os
@@ -122,6 +123,7 @@ def run_loop(config: LoopConfig, *, generator_factory: Callable[[str, int], Any]
             info = {"stage": stage, "iteration": i, "generator": generator,
                     "seconds": round(time.perf_counter() - started, 2), "finished_at": _now(), **info}
             write_atomic(marker, json.dumps(info, indent=2, default=str) + "\n")
+            gc.collect()  # a stage's models and batches go before the next stage loads its own
             record[stage] = info
             state["done"].append(f"iter_{i}/{stage}")
             write_atomic(out / "loop.json", json.dumps(state, indent=2, default=str) + "\n")
