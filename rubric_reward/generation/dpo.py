@@ -296,7 +296,12 @@ def train(script: RubricDPOArguments, training: Any, model: Any, *, callbacks: l
     if hasattr(trainer, "end"):
         trainer.end()
     trainer.accelerator.wait_for_everyone()
-    if script.merged_output_dir and trainer.accelerator.is_main_process:
+    main_process = trainer.accelerator.is_main_process
+    # the accelerator keeps the prepared model and optimizer: let them go, or an in-process loop holds every
+    # iteration's trainer in memory
+    trainer.accelerator.free_memory()
+    del trainer
+    if script.merged_output_dir and main_process:
         merge_adapter(model.model_name_or_path, out, script.merged_output_dir, revision=model.model_revision)
     return out
 
