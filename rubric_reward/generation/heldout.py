@@ -38,16 +38,16 @@ def compare_on_heldout(config: Any, *, base: Any, trained: Any, base_dir: Path, 
                        cache: str | None) -> dict[str, Any]:
     """Base vs trained generator (judge specs) on the held-out prompts of ``config`` (a LoopConfig);
     the base outcomes are computed once in ``base_dir`` and reused by later iterations."""
-    from .loop import training_rows
+    from .labelled_pairs import load_rows
 
     h = config.heldout
-    rows = training_rows(h.prompts)[: h.limit]
+    rows = load_rows(h.prompts)[: h.limit]
     if not rows:
         raise ValueError(f"loop.heldout: no held-out prompts with labelled pairs in {h.prompts}")
     base_out = generator_outcomes(base, rows, config, base_dir, cache)
     trained_out = generator_outcomes(trained, rows, config, trained_dir, cache)
     result = summarize_outcomes(base_out, trained_out, h)
-    train_prompts = {" ".join(str(r.prompt).split()) for r in training_rows(config.prompts)} \
+    train_prompts = {" ".join(str(r.prompt).split()) for r in load_rows(config.prompts)} \
         if config.prompts != "offline" else set()
     result["leaked"] = sum(1 for r in rows if " ".join(str(r.prompt).split()) in train_prompts)
     result["prompts"] = {"source": h.prompts, "n": len(rows), "pairs": sum(len(r.labels) for r in rows)}

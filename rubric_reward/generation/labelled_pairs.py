@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STYLES", "Labelled", "build_labelled_pairs", "label_response", "load_labelled", "main"]
+__all__ = ["STYLES", "Labelled", "build_labelled_pairs", "label_response", "load_labelled", "load_rows", "main"]
 
 #: System prompts the completions are sampled under (None: the bare user turn), so their lengths vary.
 STYLES: tuple[str | None, ...] = (
@@ -168,6 +168,16 @@ def load_labelled(side: str, path: str | Path | None = None) -> list[Any]:
     return [PromptRow(r["id"], r["prompt"], tuple({k: p[k] for k in ("response_a", "response_b", "winner")}
                                                   for p in r["labels"]), tuple(r["instructions"]))
             for r in rows if r["split"] == side and r["labels"]]
+
+
+def load_rows(source: str) -> list[Any]:
+    """The prompt rows a loop's ``prompts`` / ``heldout.prompts`` names: ``labelled:train`` or
+    ``labelled:heldout`` (the shipped pairs), else a prompts JSONL."""
+    if source.startswith("labelled:"):
+        return load_labelled(source.split(":", 1)[1])
+    from .prompt_rows import load_prompts
+
+    return load_prompts(source)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -155,13 +155,15 @@ def _open_state(out: Path, config: LoopConfig) -> dict[str, Any]:
 
 
 def _write_prompts(out: Path, config: LoopConfig) -> Path:
+    from .labelled_pairs import load_rows
+
     if config.prompts == "offline":
         from ..data import load_offline_prompts
 
         rows: list[dict[str, Any]] = [{"id": p.id, "prompt": p.prompt} for p in load_offline_prompts()]
     else:
         rows = [{"id": r.id, "prompt": r.prompt, **({"labels": list(r.labels)} if r.labels else {})}
-                for r in training_rows(config.prompts)]
+                for r in load_rows(config.prompts)]
     if config.limit is not None:
         rows = rows[: config.limit]
     path = out / "prompts.jsonl"
@@ -172,17 +174,6 @@ def _write_prompts(out: Path, config: LoopConfig) -> Path:
     else:
         write_atomic(path, text)
     return path
-
-
-def training_rows(source: str) -> list[Any]:
-    """The prompt rows a ``prompts`` / ``heldout.prompts`` value names (a labelled side or a JSONL)."""
-    if source.startswith("labelled:"):
-        from .labelled_pairs import load_labelled
-
-        return load_labelled(source.split(":", 1)[1])
-    from .prompt_rows import load_prompts
-
-    return load_prompts(source)
 
 
 def _default_factory(config: LoopConfig) -> Callable[[str, int], Any]:
