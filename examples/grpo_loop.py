@@ -49,16 +49,18 @@ def main() -> None:
     ap.add_argument("--model", help="policy model folder or hub id (default: the tiny test model)")
     ap.add_argument("--judge", help="judge model (default: a scripted loopback judge)")
     ap.add_argument("--base-url")
-    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    rubric = {"criteria": [{"name": "short", "requirement": "The answer has at most five words."},
+    torch.manual_seed(args.seed)
+    rubric = {"criteria": [{"name": "short", "requirement": "The answer has at most three words."},
                            {"name": "polite", "requirement": "The answer is polite."}]}
     prompts = ["Say hello to a customer.", "Name a colour."]
     server = None
-    if args.judge is None:
+    if args.judge is None:  # scripted: "short" is MET for at most three words, "polite" always
         from rubric_reward.testing.judge_server import JudgeServer, ScriptedJudge
 
-        verdicts = {"short": lambda r, _: "MET" if len(r.split()) <= 5 else "UNMET"}
+        verdicts = {"short": lambda r, _: "MET" if len(r.split()) <= 3 else "UNMET"}
         server = JudgeServer(ScriptedJudge(verdicts)).start()
         args.judge, args.base_url = "scripted", server.base_url
     if args.model is None:
@@ -73,8 +75,20 @@ def main() -> None:
     finally:
         if server is not None:
             server.stop()
+    report(history, prompts)
+
+
+def report(history, prompts):
+    """One line per group: its rewards and spread, saying so when a group teaches nothing."""
+    taught = 0
     for i, rewards in enumerate(history):
-        print(f"batch {i}: rewards {rewards}")
+        scored = [x for x in rewards if x is not None]
+        spread = max(scored) - min(scored) if len(scored) >= 2 else 0.0
+        taught += spread > 0
+        shown = ", ".join("None" if x is None else f"{x:.2f}" for x in rewards)
+        note = f"spread {spread:.2f}" if spread > 0 else "no spread: zero advantage, this group teaches nothing"
+        print(f"step {i // len(prompts) + 1}, {prompts[i % len(prompts)]!r}: rewards [{shown}], {note}")
+    print(f"{taught} of {len(history)} groups had a reward spread (only those move the policy)")
 
 
 if __name__ == "__main__":

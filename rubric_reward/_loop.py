@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
@@ -38,13 +39,17 @@ class LoopThread:
         return self._loop
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._loop.is_closed():
-            coro.close()
-            raise RuntimeError("this object was closed")
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("a sync method was called from inside its own event loop; await the async form")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        return self.submit(coro).result()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Any:
+        """Schedule ``coro`` on this loop; a ``concurrent.futures.Future`` of its result."""
+        if self._loop.is_closed():
+            coro.close()
+            raise RuntimeError("this object was closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def close(self) -> None:
         if self._loop.is_closed():
@@ -70,15 +75,20 @@ class _Lifetime:
         self.thread: LoopThread | None = None
         self.resources: list[Any] = []
         self.lock = threading.Lock()
+        self.pid = os.getpid()
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def loop_thread(self) -> LoopThread:
         with self.lock:
             if self.thread is None:
                 self.thread = LoopThread(self.name)
-            thread = self.thread
-        return thread.run(coro)
+            return self.thread
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop_thread().run(coro)
 
     def close(self) -> None:
+        if os.getpid() != self.pid:  # inherited through fork: the thread and connections are the parent's
+            return
         with self.lock:
             thread, self.thread = self.thread, None
             resources, self.resources = self.resources, []
@@ -130,6 +140,13 @@ class SyncFacade:
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self._lifetime().run(coro)
+
+    async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` on this object's loop from any event loop, blocking no thread."""
+        thread = self._lifetime().loop_thread()
+        if asyncio.get_running_loop() is thread.loop:
+            return await coro
+        return await asyncio.wrap_future(thread.submit(coro))
 
     def _own(self, resource: T) -> T:
         """Close ``resource`` (its ``aclose()``) with this object; owning it again is a no-op. The

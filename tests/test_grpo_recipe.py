@@ -6,7 +6,7 @@ monitor's bookkeeping. Slow tests run ``train/grpo.py`` as a user does, each in 
 * the tiny config under ``accelerate launch --cpu`` against the loopback judge, then resumed;
 * the offline default (no ``--config``) shortened, with the tiny Qwen3 as policy and SmolLM2 as judge;
 * two processes (``torchrun --nproc_per_node 2``): the judge limit holds across both, the monitor runs once;
-* vLLM colocate generation in the vLLM CPU venv (marker ``vllm``).
+* vLLM colocate generation in the vLLM CPU venv, and its weight sync on every CPU kernel (marker ``vllm``).
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def _sha(path: Path) -> str:
 
 
 def test_parse_yaml_then_command_line(tmp_path: Path) -> None:
-    from rubric_reward.rl.recipe import parse_args, reward_config
+    from rubric_reward.rl.launch import parse_args
+    from rubric_reward.rl.recipe import reward_config
 
     recipe, training, model = parse_args([
         "--config", str(TINY), "--model_name_or_path", "m", "--max_steps", "7", "--judge_base_url",
@@ -83,7 +84,7 @@ def test_parse_yaml_then_command_line(tmp_path: Path) -> None:
 
 
 def test_no_config_means_offline_default() -> None:
-    from rubric_reward.rl.recipe import parse_args
+    from rubric_reward.rl.launch import parse_args
 
     recipe, training, model = parse_args(["--max_steps", "1"])
     assert model.model_name_or_path == "smollm2-135m-instruct" and recipe.dataset_name == "offline"
@@ -98,6 +99,18 @@ def test_bad_recipe_values_are_named() -> None:
         RecipeArguments(generation_backend="tgi")
     with pytest.raises(ValueError, match="could not parse"):
         RecipeArguments(judge="{model: [")
+
+
+def test_step_line_is_short_and_skips_monitor_records() -> None:
+    from rubric_reward.rl.console import step_line
+
+    logs = {"loss": 0.01, "reward": 0.4123, "reward_std": 0.18, "frac_reward_zero_std": 0.25,
+            "rubric/judge_calls": 48.0, "rubric/unscored_frac": 0.0625, "step_time": 12.34, "entropy": 6.5}
+    assert step_line(logs, 3, 30) == ("[grpo] step 3/30: reward 0.412, spread 0.180, flat groups 25%, judge 48 "
+                                      "calls, unscored 6%, 12.3 s")
+    assert step_line({"monitor/mean": 0.5}, 2, 30) is None
+    assert step_line({"train_runtime": 81.5, "train_loss": 0.1}, 30, 30) == "[grpo] trained 30 steps in 81.5 s"
+    assert step_line({"loss": 0.0, "reward": float("nan")}, 1, 2) == "[grpo] step 1/2: reward n/a"
 
 
 def test_monitor_records_best_and_resume_truncation(tmp_path: Path) -> None:
@@ -123,10 +136,17 @@ def test_tiny_end_to_end_then_resume(tmp_path: Path, tiny_model: Path, judge_ser
 
     server = judge_server({}, default=_judge)
     out = tmp_path / "run"
-    cmd = [str(BIN / "accelerate"), "launch", "--cpu", "--num_processes", "1", "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no", "train/grpo.py", "--config", str(TINY),
+    cmd = [str(BIN / "accelerate"), "launch", "--config_file", str(REPO / "configs" / "accelerate" / "one_process.yaml"),
+           "--quiet", "train/grpo.py", "--config", str(TINY),
            "--model_name_or_path", str(tiny_model), "--judge_base_url", server.base_url, "--output_dir", str(out)]
     log = _run(cmd, tmp_path / "first.log", 300)
+
+    # the console: one short line per step, no library warnings, no metrics dicts; the full metrics in the log file
+    assert "[grpo] step 1/4: reward " in log and "[grpo] trained 4 steps" in log
+    for noise in ("FutureWarning", "pin_memory", "{'loss'", "Loading weights", "were not passed to `accelerate"):
+        assert noise not in log, noise
+    logged = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    assert sum("rewards/rubric/mean" in r and "rubric/judge_calls" in r for r in logged) == 4
 
     # rewards reached the trainer; the reward's own metrics and TRL's zero-spread fraction are in the logs
     steps = [h for h in _log_history(out) if "rewards/rubric/mean" in h]
@@ -211,11 +231,9 @@ def test_two_processes_share_the_judge_limit_and_monitor_once(tmp_path: Path, ti
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
 
 
-@pytest.mark.slow
-@pytest.mark.vllm
-@pytest.mark.timeout(600)
-def test_vllm_colocate_generation(tmp_path: Path, judge_server) -> None:
-    from rubric_reward.testing.tiny_model import build_tiny_qwen3
+@pytest.fixture(scope="module")
+def vllm_python() -> str:
+    """The vLLM CPU venv's Python, with trl and peft (skipped without the venv unless CI requires it)."""
     from rubric_reward.testing.vllm_server import VLLMUnavailable, find_vllm_python
 
     try:
@@ -227,16 +245,48 @@ def test_vllm_colocate_generation(tmp_path: Path, judge_server) -> None:
     probe = subprocess.run([python, "-c", "import trl, peft"], capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.fail(f"the vLLM venv has no trl/peft (rerun scripts/setup_vllm_cpu.sh): {probe.stderr[-300:]}")
+    return python
+
+
+VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "0-1", "VLLM_NO_USAGE_STATS": "1",
+            "VLLM_CPU_CI_ENV": "1"}
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+@pytest.mark.timeout(600)
+def test_vllm_colocate_generation(tmp_path: Path, judge_server, vllm_python: str) -> None:
+    from rubric_reward.testing.tiny_model import build_tiny_qwen3
+
     tiny_model = build_tiny_qwen3(tmp_path / "qwen3", hidden_size=128, heads=2)  # vLLM's CPU attention: head_dim 64
     server = judge_server({}, default=_judge)
     out = tmp_path / "run"
-    cmd = [python, "train/grpo.py", "--config", str(TINY), "--model_name_or_path", str(tiny_model),
+    cmd = [vllm_python, "train/grpo.py", "--config", str(TINY), "--model_name_or_path", str(tiny_model),
            "--judge_base_url", server.base_url, "--output_dir", str(out), "--max_steps", "2", "--save_steps", "2",
            "--use_vllm", "true", "--vllm_mode", "colocate", "--vllm_gpu_memory_utilization", "0.2",
            "--vllm_max_model_length", "512", "--monitor", "false", "--final_report", "false"]
-    _run(cmd, tmp_path / "vllm.log", 560, VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND="0-1",
-         VLLM_NO_USAGE_STATS="1", VLLM_CPU_CI_ENV="1", RANK="0", LOCAL_RANK="0", WORLD_SIZE="1",
+    _run(cmd, tmp_path / "vllm.log", 560, **VLLM_ENV, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1",
          MASTER_ADDR="127.0.0.1", MASTER_PORT="29517")
     steps = [h for h in _log_history(out) if "rewards/rubric/mean" in h]
     assert len(steps) == 2 and all(math.isfinite(h["rewards/rubric/mean"]) for h in steps)
     assert server.requests > 0
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("dtype", "kernel"), [("float32", "picked"), ("float32", "torch"), ("bfloat16", "picked")])
+def test_vllm_colocate_sync_reaches_the_kernels(tmp_path: Path, vllm_python: str, dtype: str, kernel: str) -> None:
+    """After TRL's colocate sync, vLLM generates what the synced policy generates, whichever CPU GEMM kernel
+    vLLM picked on this machine (oneDNN / AMX packing replace the weights TRL writes into) or the fallback."""
+    from rubric_reward.testing.tiny_model import build_tiny_qwen3
+
+    tiny_model = build_tiny_qwen3(tmp_path / "qwen3", hidden_size=128, heads=2)
+    proc = subprocess.run([vllm_python, str(REPO / "tests" / "helpers" / "vllm_colocate_sync.py"), str(tiny_model),
+                           dtype, kernel], cwd=REPO, env=_env(**VLLM_ENV), capture_output=True, text=True,
+                          timeout=280)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    assert lines, f"no result ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    result = json.loads(lines[-1].removeprefix("RESULT "))
+    assert "error" not in result, result["error"]
+    assert result["wrapped"] and result["after"] == result["expected"] != result["before"]

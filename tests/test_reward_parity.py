@@ -1,12 +1,14 @@
 """One reward.yaml, one table of tricky samples, every trainer path: the same rewards and the same judge requests.
 
 Paths: the TRL call (``RubricReward.from_config``), ``rubric_rewards``, the service's ``POST /score`` and
-``POST /openrlhf``, and the OpenRLHF and verl adapters judging in-process. The loopback judge records every
+``POST /openrlhf``, and the OpenRLHF and verl adapters judging in-process (verl's batch, per-sample and
+async forms). The loopback judge records every
 request; each path's requests must equal the TRL path's, body for body.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import urllib.request
@@ -16,7 +18,7 @@ import pytest
 import yaml
 
 from rubric_reward.integrations.openrlhf import reward_func
-from rubric_reward.integrations.verl import compute_score_batch
+from rubric_reward.integrations.verl import compute_score, compute_score_async, compute_score_batch
 from rubric_reward.rl import RubricReward, rubric_rewards
 from rubric_reward.serve import ServeConfig, ServiceThread
 
@@ -143,6 +145,18 @@ def test_every_path_gives_the_same_rewards_and_judge_requests(name, judge_server
                               config=str(path))
     got["verl"] = [o["score"] for o in out]
     requests["verl"] = _requests(server)
+
+    got["verl per sample"] = [compute_score("geo", c, lab, {"prompt": p}, config=str(path))["score"]
+                              for p, c, lab in ROWS]
+    requests["verl per sample"] = _requests(server)
+
+    async def reward_loop():  # verl's reward loop: one task per sample, awaited together
+        return await asyncio.gather(*(compute_score_async(data_source="geo", solution_str=c, ground_truth=lab,
+                                                          extra_info={"prompt": p}, config=str(path))
+                                      for p, c, lab in ROWS))
+
+    got["verl async"] = [o["score"] for o in asyncio.run(reward_loop())]
+    requests["verl async"] = _requests(server)
 
     assert all(r is not None and r != -7.0 for r in got["trl"]), got["trl"]  # every row scored
     assert got["trl"][3] == -0.5  # the unclosed think block: no answer, the degenerate guard's min_reward

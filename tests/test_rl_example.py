@@ -45,3 +45,34 @@ def test_hand_written_grpo_loop_trains_on_rubric_rewards(judge_server, tmp_path)
     changed = any(not torch.equal(a, b) for a, b in zip(model.parameters(), fresh.parameters(), strict=True))
     spread = any(len(set(batch)) > 1 for batch in history)
     assert changed == spread  # an update happens exactly when a group's rewards differ
+
+
+def _example():
+    spec = importlib.util.spec_from_file_location("grpo_loop", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    return example
+
+
+def test_report_says_when_a_group_teaches_nothing(capsys):
+    _example().report([[1.0, 1.0, 1.0, 1.0], [1.0, 0.5, None, 0.5]], ["a", "b"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("no spread: zero advantage, this group teaches nothing")
+    assert lines[1] == "step 1, 'b': rewards [1.00, 0.50, None, 0.50], spread 0.50"
+    assert lines[2] == "1 of 2 groups had a reward spread (only those move the policy)"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_the_demo_as_written_shows_varied_rewards():
+    """``python examples/grpo_loop.py`` as the README gives it: groups whose rewards differ."""
+    import os
+    import subprocess
+    import sys
+
+    root = EXAMPLE.parents[1]
+    proc = subprocess.run([sys.executable, str(EXAMPLE)], cwd=root, capture_output=True, text=True, timeout=170,
+                          env=dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    groups = [x for x in proc.stdout.splitlines() if x.startswith("step ")]
+    assert len(groups) == 6 and sum("spread 0." in x and "no spread" not in x for x in groups) >= 3, proc.stdout

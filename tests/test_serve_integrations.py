@@ -41,32 +41,56 @@ def _reward_yaml(tmp_path: Path, server, **fields) -> Path:
     return path
 
 
+def _flags(unscored: float, cause: str | None = None) -> dict:
+    return {"rubric_unscored": unscored, **{f"rubric_unscored_{c}": float(c == cause) for c in ("judge", "input",
+                                                                                               "service")}}
+
+
 @pytest.mark.timeout(60)
-def test_verl_config_snippet_runs_compute_score(judge_server, tmp_path):
+@pytest.mark.parametrize("layout", ["0.9", "0.7"])
+def test_verl_config_per_release_loads_through_verls_lookup(layout, judge_server, tmp_path, monkeypatch):
+    """Each shipped config, looked up as that verl release does, names our function (not verl's default
+    scorer) and a manager that exists there; the other release's lookup finds nothing in it."""
+    from tests.helpers.trainer_clients import verl_lookup
+
     server = judge_server(SCRIPT)
-    verl = yaml.safe_load((EXAMPLES / "verl_config.yaml").read_text())["reward"]
-    spec = verl["custom_reward_function"]
-    fn = _load(ROOT / spec["path"], spec["name"])
-    kwargs = {**spec["reward_kwargs"], "config": str(_reward_yaml(tmp_path, server, unscored_reward=-1.0))}
-    good = fn("geo", "Paris.", "concise_answer", {"prompt": "Capital of France?"}, **kwargs)
-    wrong = fn("geo", "Paris, or maybe Lyon.", "concise_answer", {"question": "Capital of France?"}, **kwargs)
-    inline = fn("geo", "Paris", json.dumps(["Does it name a city?"]), None, **kwargs)
-    assert good == {"score": 1.0, "rubric_unscored": 0.0, "rubric_judge_cost": 0.0}
+    monkeypatch.chdir(ROOT)  # verl resolves the file path from the working directory
+    cfg = yaml.safe_load((EXAMPLES / f"verl_{layout}_config.yaml").read_text())
+    other = {"0.9": "0.7", "0.7": "0.9"}[layout]
+    assert verl_lookup(cfg, other)[0] is None  # why there are two files: the other layout is ignored
+    section = cfg["reward"]["custom_reward_function"] if layout == "0.9" else cfg["custom_reward_function"]
+    section["reward_kwargs"]["config"] = str(_reward_yaml(tmp_path, server, unscored_reward=-1.0))
+    fn, manager, reward_loop = verl_lookup(cfg, layout)
+    assert fn is not None and manager == "naive" and reward_loop
+
+    async def call(*args):
+        return await fn(*args)
+
+    good = asyncio.run(call("geo", "Paris.", "concise_answer", {"prompt": "Capital of France?"}))
+    wrong = asyncio.run(call("geo", "Paris, or maybe Lyon.", "concise_answer", {"question": "Capital of France?"}))
+    inline = asyncio.run(call("geo", "Paris", json.dumps(["Does it name a city?"]), None))
+    assert good == {"score": 1.0, "rubric_score": 1.0, **_flags(0.0), "rubric_judge_cost": 0.0}
     assert wrong["score"] == pytest.approx(3 / 5) and inline["score"] == 1.0
     assert "Capital of France?" in server.bodies[0]["messages"][-1]["content"]
     # a label that names no rubric is an explicit unscored sample, not a crash
-    bad = fn("geo", "Paris", "no_such_rubric", None, **kwargs)
-    assert bad == {"score": -1.0, "rubric_unscored": 1.0, "rubric_judge_cost": 0.0}
-    assert fn("geo", "Paris", "concise_answer", {"prompt": [{"no_role": 1}]}, **kwargs)["rubric_unscored"] == 1.0
+    bad = asyncio.run(call("geo", "Paris", "no_such_rubric", None))
+    assert bad == {"score": -1.0, "rubric_score": -1.0, **_flags(1.0, "input"), "rubric_judge_cost": 0.0}
+    assert asyncio.run(call("geo", "Paris", "concise_answer", {"prompt": [{"no_role": 1}]}))["rubric_unscored"] == 1.0
 
-    batch = _load(ROOT / spec["path"], "compute_score_batch")
+
+@pytest.mark.timeout(60)
+def test_verl_reward_file_functions(judge_server, tmp_path):
+    server = judge_server(SCRIPT)
+    kwargs = {"config": str(_reward_yaml(tmp_path, server, unscored_reward=-1.0))}
+    batch = _load(EXAMPLES / "verl_reward.py", "compute_score_batch")
     out = batch(data_sources=["geo"] * 3, solution_strs=["Paris", "Lyon", "Paris"],
                 ground_truths=["concise_answer", "no_such_rubric", "support_reply"], extra_infos=None, **kwargs)
     assert [o["score"] for o in out[:2]] == [1.0, -1.0] and out[1]["rubric_unscored"] == 1.0
     assert out[2]["rubric_unscored"] == 0.0  # a second rubric from rubric_dir, judged in the same batch
-
-    async_fn = _load(ROOT / spec["path"], "compute_score_async")
-    assert asyncio.run(async_fn("geo", "Paris", "concise_answer", None, **kwargs))["score"] == 1.0
+    assert _load(EXAMPLES / "verl_reward.py", "compute_score")("geo", "Paris", "concise_answer", None,
+                                                               **kwargs)["score"] == 1.0
+    assert _load(EXAMPLES / "verl_reward.py", "compute_score_prime")("geo", "Lyon", "concise_answer", None,
+                                                                     **kwargs) == pytest.approx(1 / 5)
 
 
 @pytest.mark.timeout(60)
@@ -109,6 +133,7 @@ def test_openrlhf_reward_func_example(judge_server, tmp_path, monkeypatch):
             sys.modules["torch"] = torch
     assert out["rewards"] == [1.0, pytest.approx(1 / 5), 0.0] and out["scores"] == out["rewards"]
     assert out["extra_logs"]["rubric_unscored"] == [0.0, 0.0, 1.0]
+    assert out["extra_logs"]["rubric_unscored_input"] == [0.0, 0.0, 1.0] and "query[2]" in out["errors"][2]
     assert all("<|im_end|>" not in b["messages"][-1]["content"] for b in server.bodies)
 
 

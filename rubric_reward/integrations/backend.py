@@ -5,8 +5,9 @@ find their settings in keyword arguments (verl's ``reward_kwargs``) or the envir
 
 * ``url`` / ``RUBRIC_REWARD_URL``: the reward service (token from ``RUBRIC_REWARD_TOKEN``);
 * ``config`` / ``RUBRIC_REWARD_CONFIG``: a ``reward.yaml`` judged in this process;
-* ``unscored_reward`` / ``RUBRIC_REWARD_UNSCORED``: the number an unscored sample gets with the
-  service (in-process, the config's ``unscored_reward``).
+* ``unscored_reward`` / ``RUBRIC_REWARD_UNSCORED`` and ``step_budget_s`` / ``RUBRIC_REWARD_STEP_BUDGET``:
+  with the service, the number an unscored sample gets and a training step's budget for failing
+  judge calls (default 120 s; in-process, the config's ``unscored_reward`` and ``step_budget_s``).
 
 One backend per setting is built per process and reused (pooled connections, one judge pool).
 Every sample comes back as a :class:`~rubric_reward.rewards.records.RewardRecord`; failures,
@@ -19,23 +20,65 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from rubric_reward._loop import SyncFacade
+from rubric_reward.rewards.budget import StepBudget
 from rubric_reward.rewards.records import RewardRecord
+from rubric_reward.rewards.trainers import score_openrlhf, unscored_cause
 
 __all__ = ["Sample", "get_backend"]
 
 log = logging.getLogger("rubric_reward.integrations")
 
-Sample = tuple[Any, Any, Any]  # (prompt or None, response, label)
+Sample = tuple[Any, ...]  # (prompt or None, response, label), optionally a group label after them
 
 
-class _Local(SyncFacade):
-    """Judges in this process with the reward core, on a private event-loop thread."""
+class _Backend(SyncFacade):
+    """Scores samples on a private event-loop thread; per-sample entry points share a :class:`StepBudget`."""
 
     _loop_name = "rubric-reward-adapter"
+    fallback: float
+    budget: StepBudget
+
+    async def _score(self, samples: Sequence[Sample], deadline_s: float | None) -> list[RewardRecord]:
+        raise NotImplementedError
+
+    def score(self, samples: Sequence[Sample], *, step: Hashable = None, budgeted: bool = False) -> list[RewardRecord]:
+        """Records for ``samples``; ``budgeted``: one per-sample call of a training step (``step``: its key)."""
+        return self._run(self.ascore(samples, step=step, budgeted=budgeted))
+
+    async def ascore_from_any_loop(self, samples: Sequence[Sample], *, step: Hashable = None,
+                                   budgeted: bool = False) -> list[RewardRecord]:
+        """:meth:`score` for a caller on its own event loop: awaited there, judged on the backend's loop."""
+        return await self._arun(self.ascore(samples, step=step, budgeted=budgeted))
+
+    def score_openrlhf(self, queries: Sequence[Any], prompts: Sequence[Any],
+                       labels: Sequence[Any] | None) -> list[RewardRecord]:
+        """Records for OpenRLHF's (query, prompt, label) samples (the reward core's reading of them)."""
+        return self._run(score_openrlhf(self.ascore, queries, prompts, labels))
+
+    async def ascore(self, samples: Sequence[Sample], *, step: Hashable = None,
+                     budgeted: bool = False) -> list[RewardRecord]:
+        if not budgeted:
+            return await self._score(samples, None)
+        ticket = self.budget.begin(step)
+        records: list[RewardRecord] = []
+        try:
+            if ticket.remaining_s == 0:
+                error = (f"this step's reward budget ({self.budget.budget_s:g} s, step_budget_s) was spent on "
+                         "failing judge calls")
+                records = [RewardRecord.failed(error, "service") for _ in samples]
+            else:
+                records = await self._score(samples, ticket.remaining_s)
+        finally:
+            self.budget.end(ticket, failed=any(unscored_cause(r) == "judge" for r in records))
+        return records
+
+
+class _Local(_Backend):
+    """Judges in this process with the reward core."""
 
     def __init__(self, config: Any):
         from rubric_reward.rewards.engine import RewardEngine
@@ -45,34 +88,28 @@ class _Local(SyncFacade):
 
         self.engine = self._own(self._run(build()))
         self.fallback = float(self.engine.config.unscored_reward)
+        self.budget = StepBudget(self.engine.config.step_budget)
 
-    def score(self, samples: Sequence[Sample]) -> list[RewardRecord]:
-        return self._run(self.ascore(samples))
-
-    async def ascore(self, samples: Sequence[Sample]) -> list[RewardRecord]:
-        records = await self.engine.score_samples(samples)
+    async def _score(self, samples: Sequence[Sample], deadline_s: float | None) -> list[RewardRecord]:
+        records = await self.engine.score_samples(samples, deadline_s=deadline_s)
         for r in records:
             if r.unscored and r.result is None:  # bad data or label, never judged
                 log.warning("rubric reward: sample unscored: %s", r.error)
         return records
 
 
-class _Remote(SyncFacade):
+class _Remote(_Backend):
     """Asks the reward service's ``/score`` with ``label`` items; a sample the service rejects is dropped
     and the rest resent."""
 
-    _loop_name = "rubric-reward-adapter"
-
-    def __init__(self, url: str, unscored_reward: float):
+    def __init__(self, url: str, unscored_reward: float, step_budget_s: float | None):
         from rubric_reward.rewards.client import RewardClient
 
         self.client = self._own(RewardClient(url))
         self.fallback = unscored_reward
+        self.budget = StepBudget(step_budget_s)
 
-    def score(self, samples: Sequence[Sample]) -> list[RewardRecord]:
-        return self._run(self.ascore(samples))
-
-    async def ascore(self, samples: Sequence[Sample]) -> list[RewardRecord]:
+    async def _score(self, samples: Sequence[Sample], deadline_s: float | None) -> list[RewardRecord]:
         from rubric_reward.rewards.client import RewardServiceError
 
         out: list[RewardRecord | None] = [None] * len(samples)
@@ -80,13 +117,15 @@ class _Remote(SyncFacade):
         while todo:
             items = []
             for i in todo:
-                prompt, response, label = samples[i]
+                prompt, response, label = samples[i][:3]
                 item: dict[str, Any] = {"id": str(i), "response": _jsonable(response), "label": _jsonable(label)}
                 if prompt is not None:
                     item["prompt"] = _jsonable(prompt)
+                if len(samples[i]) > 3 and samples[i][3] is not None:
+                    item["group"] = str(samples[i][3])
                 items.append(item)
             try:
-                results = await self.client.ascore(items)
+                results = await self.client.ascore(items, deadline_s=deadline_s)
             except RewardServiceError as exc:
                 bad = _item_index(exc.field)
                 if exc.status is not None and 400 <= exc.status < 500 and bad is not None and bad < len(todo):
@@ -100,7 +139,7 @@ class _Remote(SyncFacade):
                 reward = res.get("reward")
                 out[i] = RewardRecord(None if reward is None else float(reward), score=res.get("score"),
                                       error=res.get("error"), cost=float(res.get("cost") or 0.0),
-                                      error_kinds=() if reward is not None else ("service",))
+                                      error_kinds=() if reward is not None else ("judge",))
             break
         return [o for o in out if o is not None]
 
@@ -131,11 +170,26 @@ def _item_index(field: str | None) -> int | None:
 
 
 _BACKENDS: dict[tuple, Any] = {}
+_INHERITED: list[Any] = []  # a forked child's copies of the parent's backends: kept, never used or closed
 _LOCK = threading.Lock()
 
 
-def get_backend(config: Any = None, url: str | None = None, unscored_reward: float | None = None) -> Any:
-    """The process-wide backend for these settings (keyword arguments first, then the environment)."""
+def _after_fork_in_child() -> None:
+    """A forked worker (verl's prime manager) builds its own backends: the parent's loop thread is not here."""
+    global _LOCK
+    _INHERITED.extend(_BACKENDS.values())
+    _BACKENDS.clear()
+    _LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def get_backend(config: Any = None, url: str | None = None, unscored_reward: float | None = None,
+                step_budget_s: float | None = None) -> Any:
+    """The process-wide backend for these settings (keyword arguments first, then the environment).
+
+    ``step_budget_s`` applies to the service (``url``; default 120 s); in-process, the config's applies."""
     url = url or os.environ.get("RUBRIC_REWARD_URL") or None
     config = config or os.environ.get("RUBRIC_REWARD_CONFIG") or None
     if url is None and config is None:
@@ -143,9 +197,11 @@ def get_backend(config: Any = None, url: str | None = None, unscored_reward: flo
                          "(a reward.yaml to judge in-process), or pass url= / config= as reward kwargs")
     if unscored_reward is None:
         unscored_reward = float(os.environ.get("RUBRIC_REWARD_UNSCORED", "0"))
-    key = ("url", url, unscored_reward) if url else ("config", str(config))
+    if url and step_budget_s is None:
+        step_budget_s = float(os.environ.get("RUBRIC_REWARD_STEP_BUDGET", "120"))
+    key = ("url", url, unscored_reward, step_budget_s) if url else ("config", str(config))
     with _LOCK:
         backend = _BACKENDS.get(key)
         if backend is None:  # closed at interpreter exit (SyncFacade): judge sessions and the cache
-            backend = _BACKENDS[key] = _Remote(url, unscored_reward) if url else _Local(config)
+            backend = _BACKENDS[key] = _Remote(url, unscored_reward, step_budget_s) if url else _Local(config)
         return backend

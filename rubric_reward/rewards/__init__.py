@@ -2,7 +2,9 @@
 
 ``RewardConfig`` (one YAML for every path), ``RubricResolver`` (the one rubric resolver),
 ``strip_think`` (the one think-block rule), ``RewardEngine`` (judges + cache + rubrics + the reward
-read), ``RewardRecord`` (what one sample got), ``RewardClient`` (the reward service over HTTP).
+read), ``RewardRecord`` (what one sample got), ``RewardClient`` (the reward service over HTTP),
+``trainers`` (what a sample becomes for OpenRLHF and verl on every path), ``StepBudget`` (a training
+step's budget for failing judge calls).
 See docs/rewards.md. Exports load lazily.
 """
 
@@ -18,6 +20,7 @@ _EXPORTS = {
     "RewardEngine": "engine",
     "strip_think": "text", "split_query": "text", "chat_text_to_prompt": "text", "openrlhf_sample": "text",
     "RewardClient": "client", "RewardServiceError": "client",
+    "StepBudget": "budget", "openrlhf_reply": "trainers", "verl_result": "trainers", "score_openrlhf": "trainers",
 }
 
 __all__ = list(_EXPORTS)

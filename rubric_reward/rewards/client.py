@@ -35,7 +35,7 @@ class RewardClient(SyncFacade):
     _loop_name = "reward-client"
 
     def __init__(self, url: str, *, token: str | None = None, token_env: str | None = "RUBRIC_REWARD_TOKEN",
-                 timeout_s: float = 330.0, retries: int = 3, backoff_s: float = 0.5):
+                 timeout_s: float = 180.0, retries: int = 3, backoff_s: float = 0.5):
         self.url = url.rstrip("/")
         token = token if token is not None else (os.environ.get(token_env) if token_env else None)
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}

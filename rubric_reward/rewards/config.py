@@ -121,8 +121,12 @@ class RewardConfig:
     ``rubric_column``, a service item's ``rubric``/``label``, OpenRLHF's label, verl's ground truth) is
     read by :class:`~rubric_reward.rewards.rubrics.RubricResolver`, ids from ``rubrics`` (a mapping or
     a library file) and ``rubric_dir`` (a folder of ``<id>.yaml``/``.yml``/``.json``, or a library
-    file). ``unscored_reward`` is the number trainers that cannot take a missing reward (OpenRLHF,
-    verl) get for an unscored sample, flagged unscored next to it; TRL gets ``None``.
+    file). ``deadline_s`` bounds one batch (TRL), one request (the service) or one call (the per-sample
+    adapters), and stays under the clients' timeouts (OpenRLHF gives up after 180 s);
+    ``step_budget_s`` (default: ``deadline_s``) bounds what one training step of a per-sample trainer
+    (verl) may lose to failing judge calls (:mod:`rubric_reward.rewards.budget`). ``unscored_reward``
+    is the number trainers that cannot take a missing reward (OpenRLHF, verl) get for an unscored
+    sample, flagged unscored next to it; TRL gets ``None``.
     Trainer-only fields (guards.truncated, length_penalty, the unscorable streak, metrics and
     logging) are accepted everywhere and used by the TRL plugin.
     """
@@ -137,7 +141,8 @@ class RewardConfig:
     grading: Mapping[str, Any] = field(default_factory=dict)
     reward: str = "score"
     strip_think: bool = True
-    deadline_s: float | None = 300.0
+    deadline_s: float | None = 120.0
+    step_budget_s: float | None = None
     max_unscorable_fraction: float = 1.0
     max_unscorable_steps: int = 3
     guards: GuardConfig | Mapping[str, Any] = field(default_factory=GuardConfig)
@@ -165,6 +170,10 @@ class RewardConfig:
         deadline = self.deadline_s
         if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline <= 0):
             raise bad("deadline_s", f"must be a positive number or null, got {self.deadline_s!r}")
+        if self.step_budget_s is not None and (isinstance(self.step_budget_s, bool)
+                                               or not isinstance(self.step_budget_s, int | float)
+                                               or not self.step_budget_s > 0):
+            raise bad("step_budget_s", f"must be a positive number or null, got {self.step_budget_s!r}")
         for name in ("strip_think", "log_completions"):
             if not isinstance(getattr(self, name), bool):
                 raise bad(name, f"must be true or false, got {getattr(self, name)!r}")
@@ -202,6 +211,11 @@ class RewardConfig:
         d = dict(self.grading or {})
         d.setdefault("screen_degenerate", self.guards.degenerate)
         return d
+
+    @property
+    def step_budget(self) -> float | None:
+        """The per-step budget in seconds: ``step_budget_s``, else ``deadline_s`` (None: unbounded)."""
+        return self.step_budget_s if self.step_budget_s is not None else self.deadline_s
 
     def scoring_config(self) -> Any:
         from ..scoring import ScoringConfig

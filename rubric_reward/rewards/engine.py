@@ -184,11 +184,13 @@ class RewardEngine:
 
     async def score_samples(self, samples: Sequence[tuple[Any, Any, Any]], *, deadline_s: float | None = None,
                             where: Callable[[int], str] = lambda i: f"sample {i}: ") -> list[RewardRecord]:
-        """(prompt, completion, label) samples to records; a sample that cannot be judged is unscored
-        with its cause (never an exception)."""
+        """(prompt, completion, label) or (prompt, completion, label, group) samples to records; a sample
+        that cannot be judged is unscored with its cause (never an exception)."""
         labels = [s[2] for s in samples]
+        groups = [s[3] if len(s) > 3 else None for s in samples]
         rubrics = self.rubrics.resolve_many(labels, lambda i: f"{where(i)}label")
-        prepared = self.prepare_batch([s[0] for s in samples], [s[1] for s in samples], rubrics, where=where)
+        prepared = self.prepare_batch([s[0] for s in samples], [s[1] for s in samples], rubrics, where=where,
+                                      groups=groups if any(g is not None for g in groups) else None)
         pairs = [p for p in prepared if not isinstance(p, SampleError)]
         scored = iter(await self.score(pairs, deadline_s=deadline_s))
         return [RewardRecord.failed(str(p), p.kind) if isinstance(p, SampleError) else next(scored) for p in prepared]

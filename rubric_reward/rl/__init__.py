@@ -14,6 +14,7 @@ _EXPORTS = {
     "RubricReward": "reward", "AsyncRubricReward": "reward", "RewardRecord": "reward",
     "UnscorableBatchesError": "reward", "rubric_rewards": "reward",
     "RubricSource": "rubrics",
+    "combine_rewards": "combine", "CombinedReward": "combine",
 }
 
 __all__ = list(_EXPORTS)

@@ -1,7 +1,8 @@
 """The GRPO recipe behind ``train/grpo.py``: its arguments and the functions that build each part.
 
-``train/grpo.py`` parses ``(RecipeArguments, GRPOConfig, ModelConfig)`` with TRL's ``TrlParser`` (YAML, then
-the command line; every ``GRPOConfig`` and ``ModelConfig`` field works in both) and calls :func:`run`, which
+``train/grpo.py`` (:mod:`~rubric_reward.rl.launch`) parses ``(RecipeArguments, GRPOConfig, ModelConfig)``
+with TRL's ``TrlParser`` (YAML, then the command line; every ``GRPOConfig`` and ``ModelConfig`` field works
+in both) and calls :func:`run`, which
 
 1. loads the prompts and makes the seeded train / selection / report split (:func:`build_splits`);
 2. builds the reward (:func:`build_reward`: a :class:`~rubric_reward.rl.RubricReward` from ``reward_config``
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["DEFAULT_CONFIG", "RecipeArguments", "build_dataset", "build_monitor", "build_reward", "build_splits",
-           "final_report", "parse_args", "run"]
+           "final_report", "load_splits", "parse_args", "run"]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "grpo" / "offline_default.yaml"
 
@@ -77,6 +78,8 @@ class RecipeArguments:
     generation_backend: str = field(default="transformers", metadata={"help": (
         "greedy generation for monitor and report: transformers, vllm or openai")})
     generation_base_url: str | None = None
+    torch_threads: int | None = field(default=None, metadata={"help": (
+        "torch intra-op threads (default: the CPUs this process may use, shared among the machine's processes)")})
     eval_max_new_tokens: int = field(default=256, metadata={"help": "token limit of monitor/report completions"})
     eval_batch_size: int = 8
     bootstrap_resamples: int = 2000
@@ -104,6 +107,8 @@ class RecipeArguments:
         for name in ("eval_max_new_tokens", "eval_batch_size", "bootstrap_resamples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.torch_threads is not None and self.torch_threads < 1:
+            raise ValueError(f"torch_threads must be positive or null, got {self.torch_threads}")
         if self.ifeval_limit is not None and self.ifeval_limit < 1:
             raise ValueError(f"ifeval_limit must be positive or null, got {self.ifeval_limit}")
 
@@ -111,50 +116,57 @@ class RecipeArguments:
 # ------------------------------------------------------------------------------------------ parsing
 
 
-def parse_args(argv: Sequence[str] | None = None, *, default_config: str | Path | None = None
-               ) -> tuple[RecipeArguments, Any, Any]:
-    """``(recipe, GRPOConfig, ModelConfig)`` from ``--config YAML`` and flags; ``default_config`` (else the
-    offline default) when no ``--config`` is given."""
-    from trl import GRPOConfig, ModelConfig, TrlParser
-
+def with_config(argv: Sequence[str] | None = None, default_config: str | Path | None = None) -> list[str]:
+    """``argv`` (default ``sys.argv[1:]``) with ``--config default_config`` (else the offline default) in
+    front when it names no config."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--config" not in argv:
         argv = ["--config", str(default_config or DEFAULT_CONFIG), *argv]
-    parser = TrlParser((RecipeArguments, GRPOConfig, ModelConfig))
-    recipe, training, model = parser.parse_args_and_config(argv)
-    if not model.model_name_or_path:
-        raise ValueError("model_name_or_path is required (in the config or as --model_name_or_path)")
-    return recipe, training, model
+    return argv
+
+
 
 
 # ------------------------------------------------------------------------------------------ building
 
 
-def build_splits(recipe: RecipeArguments) -> Any:
-    """The train / selection / report splits, each a list of rows as the trainer sees them (``prompt``
-    messages, ``rubric`` as JSON text, ``id``, ``benchmark``).
+def load_splits(recipe: RecipeArguments) -> Any:
+    """The train / selection / report splits as loaded rows (``prompt`` messages, ``rubric``, ``id``,
+    ``benchmark``); no torch, no ``datasets`` unless the source is a hub or ``save_to_disk`` dataset.
 
     ``data`` holds the options of :mod:`rubric_reward.rl.data`: ``format`` (``advancedif``, or ``prompts`` for
     rows with ``prompt``/``rubric`` columns; default ``prompts`` for ``offline``, else ``advancedif``), the
     split sizes ``train``/``selection``/``report``, ``seed``, ``benchmarks``, ``on_bad_row`` and the
     loader's field names.
     """
+    from . import data
+
+    options = dict(recipe.data or {})
+    fmt = options.pop("format", data_format(recipe))
+    split_keys = ("train", "selection", "report", "seed", "stratify")
+    if fmt == "advancedif":
+        return data.load_advancedif_splits(recipe.dataset_name, **options)
+    if fmt == "prompts":
+        sizes = {k: options.pop(k) for k in split_keys if k in options}
+        rows = data.load_prompt_rows(recipe.dataset_name, **options)
+        _say(f"[grpo] {rows.describe()}")
+        return data.split_rows(rows, **sizes)
+    raise ValueError(f"data.format must be 'advancedif' or 'prompts', got {fmt!r}")
+
+
+def data_format(recipe: RecipeArguments) -> str:
+    """``data.format``, defaulting to ``prompts`` for the bundled prompts and ``advancedif`` otherwise."""
+    return (recipe.data or {}).get("format", "prompts" if recipe.dataset_name == "offline" else "advancedif")
+
+
+def build_splits(recipe: RecipeArguments, loaded: Any = None) -> Any:
+    """The splits (``loaded``, else :func:`load_splits`), each a list of rows as the trainer sees them
+    (``prompt`` messages, ``rubric`` as JSON text, ``id``, ``benchmark``)."""
     from dataclasses import replace
 
     from . import data
 
-    options = dict(recipe.data or {})
-    fmt = options.pop("format", "prompts" if recipe.dataset_name == "offline" else "advancedif")
-    split_keys = ("train", "selection", "report", "seed", "stratify")
-    if fmt == "advancedif":
-        splits = data.load_advancedif_splits(recipe.dataset_name, **options)
-    elif fmt == "prompts":
-        sizes = {k: options.pop(k) for k in split_keys if k in options}
-        rows = data.load_prompt_rows(recipe.dataset_name, **options)
-        _say(f"[grpo] {rows.describe()}")
-        splits = data.split_rows(rows, **sizes)
-    else:
-        raise ValueError(f"data.format must be 'advancedif' or 'prompts', got {fmt!r}")
+    splits = loaded if loaded is not None else load_splits(recipe)
     _say(f"[grpo] split: {splits.describe()}")
     records = {s: data.to_dataset(splits[s]).to_list() if splits[s] else [] for s in data.SPLITS}
     return replace(splits, **records)
@@ -208,8 +220,10 @@ def _monitor_reward(recipe: RecipeArguments, training_reward: Any) -> Any:
 
 
 def generation_kwargs(recipe: RecipeArguments, max_new_tokens: int | None = None) -> dict[str, Any]:
+    """``generate_responses`` arguments of the monitor and the report (adapters merged: no LoRA cost per token)."""
     return {"backend": recipe.generation_backend, "base_url": recipe.generation_base_url,
-            "max_new_tokens": max_new_tokens or recipe.eval_max_new_tokens, "batch_size": recipe.eval_batch_size}
+            "max_new_tokens": max_new_tokens or recipe.eval_max_new_tokens, "batch_size": recipe.eval_batch_size,
+            "merge_adapter": True}
 
 
 def build_monitor(recipe: RecipeArguments, training: Any, model: Any, selection: Sequence[Mapping[str, Any]],
@@ -243,29 +257,45 @@ class _TrainerLog:
             Trainer.log(self.trainer, dict(metrics))
 
 
-def _is_main() -> bool:
+def _has_accelerator() -> bool:
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)
+    return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
+
+
+def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
 def _say(text: str) -> None:
-    if _is_main():
+    if is_main_process():
         print(text, flush=True)
 
 
-def _print_where(training: Any, extra: str = "") -> None:
-    if not _is_main():
+def _print_where(training: Any, monitor: bool, extra: str = "") -> None:
+    if not is_main_process():
         return
     out = Path(training.output_dir).resolve()
-    print(f"[grpo] output: {out} (checkpoints, monitor.jsonl, monitor.png, best/{extra})", flush=True)
+    parts = ["checkpoints"] if training.save_strategy != "no" else []
+    parts += ["monitor.jsonl, monitor.png, best/"] if monitor else []
+    parts += ["train_log.jsonl"] + ([extra] if extra else [])
+    print(f"[grpo] output: {out} ({', '.join(parts)})", flush=True)
 
 
-def run(recipe: RecipeArguments, training: Any, model: Any) -> Path | None:
-    """Train, monitor and report (see the module docstring); return the summary path (main process)."""
+def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = None) -> Path | None:
+    """Train, monitor and report (see the module docstring); return the summary path (main process).
+    ``splits``: the data as :func:`load_splits` loaded it (loaded here when None)."""
     from trl import GRPOTrainer, get_peft_config
 
+    from ..threads import available_cpus, set_torch_threads
+
     started = time.monotonic()
-    splits = build_splits(recipe)
-    if _is_main():
+    threads = set_torch_threads(recipe.torch_threads)
+    _say(f"[grpo] torch threads: {threads} of {available_cpus()} CPUs (torch_threads), OMP_WAIT_POLICY="
+         f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}")
+    splits = build_splits(recipe, splits)
+    if is_main_process():
         splits.write_manifest(Path(training.output_dir) / "splits.json")
     reward = build_reward(recipe).bind(training)
     callbacks = []
@@ -275,6 +305,8 @@ def run(recipe: RecipeArguments, training: Any, model: Any) -> Path | None:
         monitor = build_monitor(recipe, training, model, splits.selection, reward)
         monitor.log = log
         callbacks.append(monitor)
+    if training.dataloader_pin_memory and not _has_accelerator():
+        training.dataloader_pin_memory = False  # pinned memory needs an accelerator; torch warns at every epoch
     model_kwargs = dict(training.model_init_kwargs or {})
     if model.dtype and "dtype" not in model_kwargs:
         model_kwargs["dtype"] = model.dtype
@@ -286,8 +318,15 @@ def run(recipe: RecipeArguments, training: Any, model: Any) -> Path | None:
     trainer = GRPOTrainer(model=policy, reward_funcs=[reward], args=training,
                           train_dataset=build_dataset(splits.train), peft_config=get_peft_config(model),
                           callbacks=callbacks)
+    if training.use_vllm:
+        from .vllm_sync import repack_colocated_sync
+
+        repack_colocated_sync(trainer)
     log.trainer = trainer
-    _print_where(training)
+    from .console import use_step_log
+
+    use_step_log(trainer, training.output_dir, reward.config.metric_prefix)
+    _print_where(training, recipe.monitor)
     resume = training.resume_from_checkpoint
     if isinstance(resume, str) and resume.lower() in ("true", "last"):
         from transformers.trainer_utils import get_last_checkpoint
@@ -303,7 +342,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any) -> Path | None:
     if recipe.final_report and is_main:
         summary = final_report(recipe, training, model, splits, train_seconds=train_seconds)
         print(f"[grpo] summary: {summary}", flush=True)
-    _print_where(training, ", summary.md" if summary else "")
+    _print_where(training, recipe.monitor, "summary.md" if summary else "")
     return summary
 
 
@@ -395,11 +434,3 @@ def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: 
                      confidence=recipe.confidence, seed=seed)
     comparison = json.loads((out_dir / "comparison.json").read_text(encoding="utf-8"))
     return {"dir": str(out_dir), "num_prompts": len(rows), "seed": seed, "comparison": comparison}
-
-
-def main(argv: Sequence[str] | None = None, *, default_config: str | Path | None = None) -> int:
-    """Entry point of ``train/grpo.py``."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    recipe, training, model = parse_args(argv, default_config=default_config)
-    run(recipe, training, model)
-    return 0

@@ -7,10 +7,13 @@ Routes:
   reward, scores, per-criterion verdicts with reasons, and the error when unscored.
 * ``POST /openrlhf`` (also ``/get_reward``) -- OpenRLHF's remote reward contract: ``{"query",
   "prompts", "labels"}`` -> ``{"rewards", "scores", "extra_logs", "unscored", "errors"}``.
-* ``GET /health`` (no auth) and ``GET /metrics`` (Prometheus text).
+* ``GET /health`` (no auth; with the judge's reachability) and ``GET /metrics`` (Prometheus text).
 
 Bad requests get a 4xx JSON ``{"error": {"code", "field", "message"}}`` and the service keeps
-serving. The bearer token (``serve.auth_token_env``) is compared in constant time and never logged.
+serving; on ``/openrlhf`` only a body that cannot be read as OpenRLHF's samples does: a bad sample,
+too many samples, a shutdown or an internal error give unscored samples in a 200, because OpenRLHF
+turns a non-2xx into lost rewards. A request whose client disconnects is cancelled with its judge
+calls. The bearer token (``serve.auth_token_env``) is compared in constant time and never logged.
 On SIGTERM the service stops listening, answers 503 to requests that still arrive on open
 connections, finishes the accepted ones (each bounded by the request deadline) and exits.
 """
@@ -29,9 +32,11 @@ from typing import Any
 
 from aiohttp import web
 
+from ..rewards.records import RewardRecord
 from .config import ServeConfig
 from .engine import ServiceEngine
 from .errors import RequestError
+from .health import JudgeProbe
 from .metrics import ServeMetrics
 
 __all__ = ["ServiceThread", "build_app", "serve"]
@@ -39,6 +44,7 @@ __all__ = ["ServiceThread", "build_app", "serve"]
 log = logging.getLogger("rubric_reward.serve")
 
 ENGINE = web.AppKey("engine", ServiceEngine)
+PROBE = web.AppKey("probe", JudgeProbe)
 METRICS = web.AppKey("metrics", ServeMetrics)
 STATE = web.AppKey("state", dict)
 _ENDPOINTS = {"/score": "score", "/openrlhf": "openrlhf", "/get_reward": "openrlhf", "/health": "health",
@@ -72,6 +78,10 @@ async def _read_json(request: web.Request, max_bytes: int) -> Any:
     except json.JSONDecodeError as exc:
         raise RequestError(400, "malformed_json", None,
                            f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise RequestError(400, "malformed_json", None, "the JSON is nested too deeply") from None
+    except ValueError as exc:  # a number past Python's digit limit
+        raise RequestError(400, "malformed_json", None, f"not valid JSON: {str(exc).split(';')[0]}") from None
 
 
 def build_app(config: ServeConfig | Any = None) -> web.Application:
@@ -89,7 +99,7 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
         status = 500
         working = endpoint in ("score", "openrlhf")
         try:
-            if state["draining"] and endpoint != "health":
+            if state["draining"] and endpoint not in ("health", "openrlhf"):  # OpenRLHF: unscored samples
                 raise RequestError(503, "shutting_down", None, "the service is shutting down; retry elsewhere")
             if expected is not None and endpoint != "health":
                 _check_token(request, expected)
@@ -117,7 +127,8 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
             metrics.rejected(code)
             return _json({"error": {"code": code, "field": None,
                                     "message": f"{request.method} {request.path}: {exc.reason}"}}, exc.status)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # the client went away: its work is dropped, its items not counted
+            status = 499
             raise
         except Exception:
             log.exception("internal error on %s %s", request.method, request.path)
@@ -133,7 +144,9 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
 
     async def start_engine(app: web.Application) -> Any:
         app[ENGINE] = ServiceEngine(config)
+        app[PROBE] = JudgeProbe(config.judge_configs())
         yield
+        await app[PROBE].aclose()
         await app[ENGINE].aclose()
 
     app.cleanup_ctx.append(start_engine)
@@ -144,7 +157,7 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
         start = time.perf_counter()
         pairs, deadline = engine.score_request(await _read_json(request, max_bytes))
         records = await engine.score(pairs, deadline_s=deadline)
-        metrics.results("score", [r.result for r in records])
+        metrics.results("score", records)
         scored = sum(1 for r in records if not r.unscored)
         return _json({"results": [engine.item_result(r) for r in records], "summary": {
             "items": len(records), "scored": scored, "unscored": len(records) - scored,
@@ -153,15 +166,27 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
 
     async def openrlhf(request: web.Request) -> web.Response:
         engine = request.app[ENGINE]
-        pairs = engine.openrlhf_request(await _read_json(request, max_bytes))
-        records = await engine.score(pairs)
-        metrics.results("openrlhf", [r.result for r in records])
-        return _json(engine.openrlhf_answer(records))
+        body = await _read_json(request, max_bytes)
+        draining = state["draining"]
+        try:
+            records = await engine.score_openrlhf(body, draining=draining)
+        except RequestError:
+            raise
+        except Exception:  # noqa: BLE001 - OpenRLHF cannot take a 500: every sample unscored instead
+            log.exception("internal error on %s %s", request.method, request.path)
+            metrics.rejected("internal")
+            queries = engine.openrlhf_request(body)[0]
+            records = [RewardRecord.failed("internal error (see the server log)", "internal") for _ in queries]
+        metrics.results("openrlhf", records)
+        return _json(engine.openrlhf_answer(records), headers={"Connection": "close"} if draining else None)
 
     async def health(request: web.Request) -> web.Response:
         draining = state["draining"]
-        return _json({"status": "draining" if draining else "ok", "in_flight": state["in_flight"],
-                      "judge": engine_judges(request.app)}, 503 if draining else 200)
+        probe = request.app.get(PROBE)
+        judge = await probe.status() if probe is not None else {"judge_reachable": None, "judge_error": None}
+        status = "draining" if draining else ("degraded" if judge["judge_reachable"] is False else "ok")
+        return _json({"status": status, "in_flight": state["in_flight"], "judge": engine_judges(request.app),
+                      **judge}, 503 if draining else 200)
 
     async def metrics_view(_: web.Request) -> web.Response:
         body, content_type = metrics.render()
@@ -184,7 +209,9 @@ def _check_token(request: web.Request, expected: bytes) -> None:
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")
     # compare_digest on equal-length inputs is constant time; a length mismatch leaks only the length
-    ok = scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), expected)
+    # the header's bytes as sent (aiohttp keeps undecodable bytes as surrogates)
+    given_bytes = given.strip().encode("utf-8", "surrogateescape")
+    ok = scheme.lower() == "bearer" and hmac.compare_digest(given_bytes, expected)
     if not ok:
         raise RequestError(401, "unauthorized", "Authorization",
                            "a valid 'Authorization: Bearer <token>' header is required")
@@ -194,7 +221,8 @@ def _check_token(request: web.Request, expected: bytes) -> None:
 async def _start(app: web.Application, host: str, port: int, shutdown_timeout: float,
                  access_log: bool) -> tuple[web.AppRunner, int]:
     kw: dict[str, Any] = {"access_log_format": _ACCESS_FORMAT} if access_log else {"access_log": None}
-    runner = web.AppRunner(app, shutdown_timeout=shutdown_timeout, **kw)
+    # a request whose client has gone is cancelled, and its judge calls with it (OpenRLHF resends on timeout)
+    runner = web.AppRunner(app, shutdown_timeout=shutdown_timeout, handler_cancellation=True, **kw)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
     await site.start()

@@ -2,9 +2,11 @@
 
 :class:`ServiceEngine` is the core's :class:`~rubric_reward.rewards.engine.RewardEngine` (the same
 judges, rubric resolution, think stripping and reward read as the TRL plugin and the adapters) plus
-the two request shapes (``/score`` and OpenRLHF's) and their answers. A sample the core cannot
-judge (a :class:`~rubric_reward.rewards.samples.SampleError`) becomes a :class:`RequestError` with
-the same code and field, at this boundary only.
+the two request shapes (``/score`` and OpenRLHF's) and their answers. On ``/score`` a sample the
+core cannot judge (a :class:`~rubric_reward.rewards.samples.SampleError`) becomes a
+:class:`RequestError` with the same code and field, at this boundary only; on ``/openrlhf`` it is an
+unscored sample (the core's :mod:`~rubric_reward.rewards.trainers` decision), since OpenRLHF turns
+any non-2xx into lost rewards.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ..rewards.engine import Pair
 from ..rewards.engine import RewardEngine as _CoreEngine
 from ..rewards.records import RewardRecord
 from ..rewards.samples import SampleError
-from ..rewards.text import openrlhf_sample
+from ..rewards.trainers import openrlhf_reply, score_openrlhf
 from ..rubric import Rubric
 from .config import ServeConfig
 from .errors import RequestError
@@ -27,7 +29,7 @@ __all__ = ["Pair", "RewardEngine", "ServiceEngine"]
 
 log = logging.getLogger("rubric_reward.serve")
 
-_ITEM_FIELDS = {"id", "prompt", "conversation", "response", "rubric", "rubric_id", "label"}
+_ITEM_FIELDS = {"id", "prompt", "conversation", "response", "rubric", "rubric_id", "label", "group"}
 
 
 def _request_error(exc: SampleError) -> RequestError:
@@ -69,20 +71,21 @@ class ServiceEngine(_CoreEngine):
         }
 
     def openrlhf_answer(self, records: Sequence[RewardRecord]) -> dict[str, Any]:
-        """OpenRLHF's reply shape; unscored entries get ``unscored_reward`` and are flagged."""
-        fallback = float(self.config.unscored_reward)
-        rewards = [r.numeric(fallback) for r in records]
-        return {
-            "rewards": rewards,
-            "scores": rewards,
-            "extra_logs": {
-                "rubric_score": [r.score if r.score is not None else fallback for r in records],
-                "rubric_unscored": [float(r.unscored) for r in records],
-                "rubric_judge_cost": [r.cost for r in records],
-            },
-            "unscored": [r.unscored for r in records],
-            "errors": [r.error for r in records],
-        }
+        """OpenRLHF's reply shape (the reward core's): unscored entries get ``unscored_reward``, flagged."""
+        return openrlhf_reply(records, float(self.config.unscored_reward))
+
+    async def score_openrlhf(self, body: Any, *, draining: bool = False) -> list[RewardRecord]:
+        """One record per sample of an OpenRLHF body. Only a body that cannot be read as OpenRLHF's
+        samples is a RequestError; a sample's own problem (a query cut or unrelated to its prompt, a
+        bad label, an unknown rubric id), more samples than ``serve.max_batch_items`` and a service
+        shutting down make unscored samples, because OpenRLHF cannot take a non-2xx."""
+        queries, prompts, labels = self.openrlhf_request(body)
+        limit = self.config.serve.max_batch_items
+        if draining or len(queries) > limit:
+            why = ("the service is shutting down; retry elsewhere" if draining else
+                   f"{len(queries)} samples in one request; this service takes at most {limit} (serve.max_batch_items)")
+            return [RewardRecord.failed(why, "service") for _ in queries]
+        return await score_openrlhf(self.score_samples, queries, prompts, labels)
 
     # ------------------------------------------------------------------ reading requests
     def score_request(self, body: Any) -> tuple[list[Pair], float | None]:
@@ -124,41 +127,35 @@ class ServiceEngine(_CoreEngine):
         item_id = raw.get("id")
         if isinstance(item_id, str) and unencodable_at(item_id) is not None:
             raise RequestError(422, "invalid_field", f"{where}.id", "not valid text (a lone surrogate)")
+        group = raw.get("group")
+        if group is not None and (isinstance(group, bool) or not isinstance(group, str | int)):
+            raise RequestError(422, "invalid_field", f"{where}.group", f"must be a string or an integer, got {_kind(group)}")
         item = self.item(raw.get(key), raw["response"], id=None if item_id is None else str(item_id),
+                         group=None if group is None else str(group),
                          prompt_field=f"{where}.{key}", completion_field=f"{where}.response")
         return rubric, item
 
-    def openrlhf_request(self, body: Any) -> list[Pair]:
-        """Read OpenRLHF's remote reward body ``{"query": [...], "prompts": [...], "labels": [...]}``."""
+    def openrlhf_request(self, body: Any) -> tuple[list[Any], list[Any], list[Any] | None]:
+        """OpenRLHF's remote reward body ``{"query": [...], "prompts": [...], "labels": [...]}`` as aligned
+        lists; a RequestError only when they cannot be aligned (each entry is checked per sample)."""
         if not isinstance(body, Mapping):
             raise RequestError(400, "invalid_body", None, f"the body must be a JSON object, got {_kind(body)}")
         lists = {}
         for name in ("query", "prompts"):
             if name not in body:
                 raise RequestError(422, "missing_field", name, "required (OpenRLHF sends query, prompts, labels)")
-            lists[name] = _str_list(body[name], name)
+            value = body[name]
+            lists[name] = [value] if isinstance(value, str) else value
+            if not isinstance(lists[name], list):
+                raise RequestError(422, "invalid_field", name, f"must be a list of strings, got {_kind(value)}")
         n = len(lists["query"])
-        self._check_batch(n, "query")
         if len(lists["prompts"]) != n:
             raise RequestError(422, "invalid_field", "prompts",
                                f"has {len(lists['prompts'])} entries but query has {n}")
         labels = body.get("labels")
-        if labels is None:
-            labels = [None] * n
-        elif not isinstance(labels, list) or len(labels) != n:
+        if labels is not None and (not isinstance(labels, list) or len(labels) != n):
             raise RequestError(422, "invalid_field", "labels", f"must be a list of {n} labels (or null)")
-        pairs = []
-        for i, (query, prompt, label) in enumerate(zip(lists["query"], lists["prompts"], labels, strict=True)):
-            sample = openrlhf_sample(query, prompt)
-            if sample is None:
-                raise RequestError(422, "invalid_field", f"query[{i}]", f"does not contain prompts[{i}] "
-                                   "(the query must be the prompt followed by the response)")
-            try:
-                pairs.append(self.prepare(sample[0], sample[1], label, id=str(i), where=f"sample {i}: "))
-            except SampleError as exc:
-                field = f"labels[{i}]" if exc.kind == "rubric" else f"query[{i}]"
-                raise RequestError(422, exc.code, field, exc.message) from None
-        return pairs
+        return lists["query"], lists["prompts"], labels
 
     # ------------------------------------------------------------------ helpers
     def _check_batch(self, n: int, field: str) -> None:
@@ -194,14 +191,3 @@ RewardEngine = ServiceEngine  # the service's engine under its earlier public na
 def _kind(x: Any) -> str:
     return {dict: "an object", list: "a list", str: "a string", type(None): "null", bool: "a boolean"}.get(
         type(x), type(x).__name__)
-
-
-def _str_list(value: Any, field: str) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, list):
-        raise RequestError(422, "invalid_field", field, f"must be a list of strings, got {_kind(value)}")
-    for i, v in enumerate(value):
-        if not isinstance(v, str):
-            raise RequestError(422, "invalid_field", f"{field}[{i}]", f"must be a string, got {_kind(v)}")
-    return value

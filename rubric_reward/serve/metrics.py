@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..results import ScoreResult
+from ..rewards.records import RewardRecord
 
 __all__ = ["ServeMetrics"]
 
@@ -21,8 +21,8 @@ class ServeMetrics:
         p = "rubric_reward"
         self.requests = Counter(f"{p}_requests", "HTTP requests answered", ["endpoint", "status"], registry=r)
         self.items = Counter(f"{p}_items", "Items scored, by outcome", ["endpoint", "outcome"], registry=r)
-        self.judge_calls = Counter(f"{p}_judge_calls", "Judge calls made for scored items (cached ones included)",
-                                   registry=r)
+        self.judge_calls = Counter(f"{p}_judge_calls", "Judge calls paid for, by the outcome of their item "
+                                   "(cache hits excluded; a group call counts its share)", ["outcome"], registry=r)
         self.cache_hits = Counter(f"{p}_judge_cache_hits",
                                   "Judge calls answered without a new request (reply cache or in-flight dedupe)",
                                   registry=r)
@@ -41,25 +41,29 @@ class ServeMetrics:
     def rejected(self, code: str) -> None:
         self.failures.labels(f"request:{code}").inc()
 
-    def results(self, endpoint: str, results: Iterable[ScoreResult]) -> None:
-        scored = unscored = calls = cached = 0
+    def results(self, endpoint: str, records: Iterable[RewardRecord]) -> None:
+        """Count the items of one answered request (a request whose client left is not counted)."""
+        counts = {"scored": 0, "unscored": 0}
+        calls = {"scored": 0.0, "unscored": 0.0}
+        cached = 0
         cost = 0.0
-        for res in results:
-            if res.score is None:
-                unscored += 1
-            else:
-                scored += 1
-            calls += len(res.calls)
+        for record in records:
+            outcome = "unscored" if record.unscored else "scored"
+            counts[outcome] += 1
+            res = record.result
+            if res is None:
+                continue
+            calls[outcome] += res.judge_calls
             cached += sum(1 for c in res.calls if c.cached)
             cost += res.cost
             for v in res.verdicts:
                 if v.error is not None:
                     self.failures.labels(v.error.kind.value).inc()
-        if scored:
-            self.items.labels(endpoint, "scored").inc(scored)
-        if unscored:
-            self.items.labels(endpoint, "unscored").inc(unscored)
-        self.judge_calls.inc(calls)
+        for outcome in counts:
+            if counts[outcome]:
+                self.items.labels(endpoint, outcome).inc(counts[outcome])
+            if calls[outcome]:
+                self.judge_calls.labels(outcome).inc(calls[outcome])
         self.cache_hits.inc(cached)
         self.cost.inc(cost)
 

@@ -3,13 +3,30 @@
 No hub access: the BPE tokenizer is trained on a few KB of text made here, and the model is built
 from a ``Qwen3Config`` with random weights (well under 1 MB on disk). Its outputs are meaningless;
 it exercises loading, chat templates, batching, logprobs, LoRA and trainer plumbing.
+:func:`build_random_qwen3` writes a randomly initialised model of a real Qwen3 shape (:data:`QWEN3_SHAPES`) with
+the same tokenizer, for measuring speed and memory at real sizes (``scripts/gpu_check.sh``); ids the tokenizer
+does not know decode to nothing.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-__all__ = ["CHATML_TEMPLATE", "build_tiny_qwen3"]
+__all__ = ["CHATML_TEMPLATE", "QWEN3_SHAPES", "build_random_qwen3", "build_tiny_qwen3", "qwen3_config"]
+
+# The published shapes of two Qwen3 models (their config.json), for randomly initialised stand-ins: the
+# memory, speed and kernels of the real sizes without their weights (which cannot travel to an offline machine).
+QWEN3_SHAPES = {
+    "qwen3-0.6b": {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
+                   "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+                   "tie_word_embeddings": True, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
+                   "max_position_embeddings": 40960},
+    "qwen3-4b": {"hidden_size": 2560, "intermediate_size": 9728, "num_hidden_layers": 36,
+                 "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+                 "tie_word_embeddings": True, "rope_theta": 5000000.0, "rms_norm_eps": 1e-6,
+                 "max_position_embeddings": 262144},
+}
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -70,12 +87,44 @@ def build_tiny_qwen3(out_dir: str | Path, *, vocab_size: int = 1024, hidden_size
         head_dim=hidden_size // heads, max_position_embeddings=4096, tie_word_embeddings=True,
         eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id, bos_token_id=None,
     )
-    model = Qwen3ForCausalLM(config)
-    model.generation_config.eos_token_id = fast.eos_token_id
-    model.generation_config.pad_token_id = fast.pad_token_id
+    return _save(Qwen3ForCausalLM(config), fast, out)
+
+
+def _save(model: Any, tokenizer: Any, out: Path) -> Path:
+    """Write model and tokenizer to ``out`` through a temporary folder (a crash leaves no half model)."""
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
     tmp = out.with_name(out.name + ".tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(tmp)
-    fast.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
     tmp.rename(out) if not out.exists() else None
     return out
+
+
+def qwen3_config(shape: str, *, eos_token_id: int | None = None, pad_token_id: int | None = None) -> Any:
+    """The ``Qwen3Config`` of a shape in :data:`QWEN3_SHAPES`."""
+    from transformers import Qwen3Config
+
+    if shape not in QWEN3_SHAPES:
+        raise ValueError(f"unknown shape {shape!r}; known: {', '.join(QWEN3_SHAPES)}")
+    return Qwen3Config(**QWEN3_SHAPES[shape], eos_token_id=eos_token_id, pad_token_id=pad_token_id,
+                       bos_token_id=None)
+
+
+def build_random_qwen3(out_dir: str | Path, shape: str, *, tokenizer_dir: str | Path, device: str = "cpu",
+                       dtype: str = "bfloat16", seed: int = 0) -> Path:
+    """Write a randomly initialised Qwen3 of ``shape`` (built on ``device``, saved in ``dtype``) with the
+    tokenizer of ``tokenizer_dir`` (e.g. :func:`build_tiny_qwen3`'s); reused if already there."""
+    out = Path(out_dir)
+    if (out / "config.json").exists() and (out / "tokenizer.json").exists():
+        return out
+    import torch
+    from transformers import AutoTokenizer, Qwen3ForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = qwen3_config(shape, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = Qwen3ForCausalLM._from_config(config, dtype=getattr(torch, dtype))
+    return _save(model, tokenizer, out)
