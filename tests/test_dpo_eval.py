@@ -8,13 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rubric_reward.generation.evaluate import (
-    EvalGeneratorConfig,
-    evaluate_generators,
-    parse_choice,
-    render_table,
-    write_train_prompts,
-)
+from rubric_reward.generation.evaluate import EvalGeneratorConfig, evaluate_generators, write_train_prompts
+from rubric_reward.generation.evaluate_report import render_table
+from rubric_reward.generation.pair_judge import parse_choice
 from rubric_reward.generation.human_data import load_helpsteer2, load_mt_bench, split_ids
 from rubric_reward.testing.judge_server import JudgeServer, ScriptedJudge
 
@@ -264,3 +260,57 @@ def test_a_loop_folder_adds_base_and_finished_iterations(tmp_path):
     assert base.train_prompts is None and it1.train_prompts == str(loop / "prompts.jsonl")
     with pytest.raises(FileNotFoundError, match="not a dpo-loop folder"):
         EvalGeneratorConfig(judge="j", loop_dir=str(tmp_path))
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def test_mt_bench_loader_on_rows_of_the_documented_schema(tmp_path):
+    """lmsys/mt_bench_human_judgments: splits human / gpt4_pair; question_id int, winner model_a | model_b | tie |
+    tie (bothbad), judge ids, both turns in each conversation, `turn` naming the judged one."""
+    from datasets import Dataset, DatasetDict
+
+    rows = [json.loads(x) for x in (FIXTURES / "mt_bench_human_judgments.jsonl").read_text().splitlines()]
+    folder = tmp_path / "mtb"
+    DatasetDict({"human": Dataset.from_list(rows), "gpt4_pair": Dataset.from_list(rows[:2])}).save_to_disk(str(folder))
+    pairs, dropped = load_mt_bench(str(folder), split="human")
+    assert dropped == {"human tie": 2, "tied vote": 1}  # tie and tie (bothbad) both count as ties
+    by_id = {p.id: p for p in pairs}
+    assert sorted(by_id) == ["131:t1:gpt-4:llama-13b", "81:t1:gpt-4:vicuna-13b-v1.2", "81:t2:gpt-4:vicuna-13b-v1.2"]
+    t1 = by_id["81:t1:gpt-4:vicuna-13b-v1.2"]  # votes from both orientations of the pair meet: 2 to 1
+    assert t1.winner == "a" and t1.votes == {"a": 2, "b": 1} and len(t1.conversation_a) == 2
+    assert t1.task == "Write a short blog post about a weekend in Lisbon."
+    t2 = by_id["81:t2:gpt-4:vicuna-13b-v1.2"]  # turn 2: both user turns, the conversation up to the 2nd answer
+    assert t2.winner == "b" and len(t2.conversation_b) == 4 and t2.conversation_b[-1]["content"] == "It is a city."
+    assert t2.task == "[Turn 1] Write a short blog post about a weekend in Lisbon.\n\n[Turn 2] Now shorten it to three " \
+                      "sentences."
+    assert {p.prompt_id for p in pairs} == {"81", "131"}  # both turns of a question split together
+    votes, _ = load_mt_bench(str(folder), split="human", aggregate="votes")
+    assert len(votes) == 8  # every vote but the two ties
+    assert len(load_mt_bench(str(folder), split="gpt4_pair")[0]) == 1
+    only1, dropped1 = load_mt_bench(FIXTURES / "mt_bench_human_judgments.jsonl", turns=(1,))
+    assert len(only1) == 2 and dropped1 == {"other turn": 4, "human tie": 1}
+    with pytest.raises(ValueError, match="no split 'test'"):
+        load_mt_bench(str(folder), split="test")
+
+
+def test_helpsteer2_loader_on_rows_of_the_documented_schema(tmp_path):
+    """nvidia/HelpSteer2: splits train / validation; five 0-4 attributes; a multi-turn prompt holds the earlier turns
+    separated by <extra_id_1>Assistant / <extra_id_1>User lines and the response is the last assistant turn."""
+    from datasets import Dataset, DatasetDict
+
+    rows = [json.loads(x) for x in (FIXTURES / "helpsteer2_validation.jsonl").read_text().splitlines()]
+    folder = tmp_path / "hs2"
+    DatasetDict({"train": Dataset.from_list(rows[:2]), "validation": Dataset.from_list(rows)}).save_to_disk(str(folder))
+    points = load_helpsteer2(str(folder))  # validation by default
+    assert len(points) == 6 and len(load_helpsteer2(str(folder), split="train")) == 2
+    assert points[0].human == pytest.approx((3 + 4 + 4) / 3) and points[0].attributes["verbosity"] == 1
+    assert points[0].prompt_id == points[1].prompt_id != points[2].prompt_id  # responses to one prompt split together
+    multi = points[2]
+    assert [m["role"] for m in multi.turns] == ["user", "assistant", "user"]
+    assert multi.turns[1]["content"] == "The capital of France is Paris." and "<extra_id_1>" not in multi.prompt
+    assert multi.prompt.startswith("[user]\nWhat is the capital of France?") and multi.prompt.endswith("And its population?")
+    assert points[0].turns == ({"role": "user", "content": "c#"},) and points[0].prompt == "c#"
+    bad = [{**rows[2], "prompt": "Hi\n<extra_id_1>Assistant\nHello"}]
+    with pytest.raises(ValueError, match="row 0: field 'prompt' must alternate user and assistant turns"):
+        load_helpsteer2(bad)

@@ -130,8 +130,12 @@ def test_shipped_configs_parse_for_training_and_the_loop(name, tmp_path):
     path = ROOT / "configs" / "dpo" / f"{name}.yaml"
     script, training, model = parse_args(["--config", str(path), "--output_dir", str(tmp_path)])
     assert model.use_peft and training.beta == 0.1
-    loop = load_loop_config(path, generator="g", meta_judge="m")  # tiny leaves both to the tests
+    prompts = tmp_path / "train.jsonl"  # the paper config trains on a file eval-generator writes first
+    prompts.write_text('{"id": "a", "prompt": "p"}\n')
+    extra = {"prompts": str(prompts)} if name == "qwen3_14b_paper" else {}
+    loop = load_loop_config(path, generator="g", meta_judge="m", **extra)  # tiny leaves both to the tests
     assert loop.iterations == 2 and loop.config_path == str(path.resolve())
+    assert loop.dpo_args.training.beta == 0.1  # the DPO keys are parsed once, with the loop config
 
 
 @pytest.mark.slow

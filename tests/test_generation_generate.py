@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rubric_reward.generation.generate import (
+from rubric_reward.generation import (
     GenerationConfig, RubricGenerator, generate_rubrics, generation_messages, load_prompts, parse_rubric,
 )
 from rubric_reward.judges import JudgeConfig
@@ -229,7 +229,7 @@ LIST_CFG = GenerationConfig(format="list", min_criteria=3, max_criteria=6)
 
 
 def test_list_format_reads_bracketed_weights_and_round_trips_through_rubric_text():
-    from rubric_reward.generation.generate import rubric_text
+    from rubric_reward.generation import rubric_text
 
     text = ("1. The response names Paris. [5]\n2. **The response is one sentence.** (2)\n"
             "3. The response invents a source. [-3]\n4) The response cites the census (weight 1).\n"
@@ -275,3 +275,88 @@ def test_list_format_over_http_shows_a_worked_example_and_asks_for_no_schema():
     assert json_gen.fingerprint() != RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url),
                                                      config=LIST_CFG).fingerprint()
     json_gen.close()
+
+
+CHECK_CFG = GenerationConfig(format="list", checks=True, min_criteria=2, max_criteria=6)
+
+
+def test_check_lines_in_the_list_format_are_validated_checks_and_round_trip():
+    from rubric_reward.generation import rubric_text
+
+    text = ("1. The response thanks the neighbour. [4]\n"
+            "2. [check] ifeval:punctuation:no_comma [3]\n"
+            '3. [check] ifeval:startend:end_checker end_phrase="See you soon" [2]\n'
+            '- [check] ifeval:length_constraints:number_words relation="less than" num_words=60\n'
+            '5. [check] ifeval:keywords:existence keywords=["plants", "water"] [1]')
+    rubric, _ = parse_rubric(text, config=CHECK_CFG)
+    checks = [(c.check, dict(c.kwargs), c.weight) for c in rubric.criteria if c.check]
+    assert checks == [("ifeval:punctuation:no_comma", {}, 3.0),
+                      ("ifeval:startend:end_checker", {"end_phrase": "See you soon"}, 2.0),
+                      ("ifeval:length_constraints:number_words", {"relation": "less than", "num_words": 60}, 1.0),
+                      ("ifeval:keywords:existence", {"keywords": ["plants", "water"]}, 1.0)]
+    assert [c.name for c in rubric.criteria[1:3]] == ["no_comma", "end_checker"]  # underscores survive
+    listed = rubric_text(rubric, "list")
+    assert listed.splitlines()[2] == '3. [check] ifeval:startend:end_checker end_phrase="See you soon" [2]'
+    assert parse_rubric(listed, config=CHECK_CFG)[0].to_dict()["criteria"] == rubric.to_dict()["criteria"]
+    # validated like any rubric check: unknown ids, bad kwargs and unreadable settings are the answer's error
+    for bad, match in (("[check] ifeval:punctuation:no_commas", "unknown IFEval instruction id 'punctuation:no_commas'"),
+                       ("[check] ifeval:length_constraints:number_words num_words=50", "missing kwarg 'relation'"),
+                       ('[check] ifeval:length_constraints:number_words relation=less than', "cannot read the settings"),
+                       ("[check] the response is kind", "must name a check such as ifeval")):
+        with pytest.raises(RubricError, match=match):
+            parse_rubric(f"1. The response is on topic. [2]\n2. {bad} [3]", config=CHECK_CFG)
+    # a repeated check is dropped like a repeated sentence
+    twice, repairs = parse_rubric("1. [check] ifeval:punctuation:no_comma [2]\n2. [check] ifeval:punctuation:no_comma\n"
+                                  "3. The response is on topic.", config=CHECK_CFG)
+    assert len(twice.criteria) == 2 and "criteria[1]: dropped an exact repeat of an earlier criterion" in repairs
+
+
+def test_checks_in_the_json_schema_and_in_the_instructions():
+    import json
+
+    from rubric_reward.generation.templates import RUBRIC_SCHEMA, rubric_schema, system_prompt
+
+    cfg = GenerationConfig(checks=True, min_criteria=1)
+    schema = rubric_schema(cfg)["properties"]["criteria"]["items"]
+    assert schema["properties"]["check"] == {"type": ["string", "null"]} and "check" in schema["required"]
+    assert rubric_schema(GenerationConfig()) is RUBRIC_SCHEMA  # unchanged without checks
+    assert "ifeval:punctuation:no_comma" in system_prompt(cfg) and "ifeval:" not in system_prompt(GenerationConfig())
+    assert "[check]" in system_prompt(CHECK_CFG)
+    answer = {"name": "x", "criteria": [
+        {"name": "ends", "requirement": "", "weight": 2, "check": 'ifeval:startend:end_checker end_phrase="Talk soon"'},
+        {"name": "kind", "requirement": "The response is kind.", "weight": 1, "check": None},
+        {"name": "short", "requirement": "Under 40 words.", "weight": 1, "check": "ifeval:length_constraints:number_words",
+         "kwargs": {"relation": "less than", "num_words": 40}}]}
+    rubric, _ = parse_rubric(json.dumps(answer), config=cfg)
+    assert [c.check for c in rubric.criteria] == ["ifeval:startend:end_checker", None,
+                                                  "ifeval:length_constraints:number_words"]
+    assert dict(rubric.criteria[0].kwargs) == {"end_phrase": "Talk soon"} and not rubric.criteria[1].check
+
+
+def test_cli_generate_format_and_checks_flags(tmp_path, capsys):
+    """`--format` (documented in docs/generation.md) exists: list asks for a numbered list with no schema."""
+    from rubric_reward.cli import main
+
+    src = tmp_path / "prompts.jsonl"
+    src.write_text('{"id": "t", "prompt": "Write a thank-you note. Do not use any commas."}\n')
+    answer = "1. The response thanks someone. [3]\n2. [check] ifeval:punctuation:no_comma [4]\n3. The response is short."
+    with _server(router(generate=lambda body: answer)) as srv:
+        code = main(["generate", "--input", str(src), "--generator", "gen", "--base-url", srv.base_url,
+                     "--format", "list", "--checks", "--out", str(tmp_path / "r.jsonl"), "--quiet"])
+        assert code == 0, capsys.readouterr().err
+        body = srv.bodies[-1]
+    assert "response_format" not in body and "[check]" in body["messages"][0]["content"]
+    row = json.loads((tmp_path / "r.jsonl").read_text())
+    assert row["ok"] and row["rubric"]["criteria"][1]["check"] == "ifeval:punctuation:no_comma"
+
+
+def test_generate_defaults_to_the_list_format_for_a_local_generator():
+    import argparse
+
+    from rubric_reward.cli.generation import _format
+    from rubric_reward.generation import default_generator
+
+    args = argparse.Namespace(format="auto")
+    assert _format(args, default_generator()) == "list"
+    assert _format(args, JudgeConfig(model="gen", base_url="http://127.0.0.1:9/v1")) == "json"
+    assert _format(argparse.Namespace(format="json"), default_generator()) == "json"

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rubric_reward.generation.generate import rubric_text
+from rubric_reward.generation import rubric_text
 from rubric_reward.generation.preferences import build_preferences
 from rubric_reward.judges import JudgeConfig
 from rubric_reward.rubric import load_rubric

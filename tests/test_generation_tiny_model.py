@@ -5,7 +5,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rubric_reward.generation.generate import GenerationConfig, RubricGenerator  # noqa: E402
+from rubric_reward.generation import GenerationConfig, RubricGenerator  # noqa: E402
 from rubric_reward.judges import JudgeConfig  # noqa: E402
 from rubric_reward.testing.tiny_model import build_tiny_qwen3  # noqa: E402
 
@@ -71,3 +71,23 @@ def test_tiny_local_meta_judge_soft_credit_is_the_mean_pick_probability(tiny_mod
     assert 0.0 < v.credit_a < 1.0 and v.credit_a != 0.5
     # the probabilities are the ones the logprob verdict reports in its reason
     assert f"P(A)={ab['p']['A']:.3f}" in ab["reason"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_documented_offline_generate_example_writes_rubrics(tmp_path):
+    """docs/generation.md's offline example, as written: the bundled SmolLM2 in the list format, sampled (seeded)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "rubrics.jsonl"
+    cmd = [sys.executable, "-m", "rubric_reward.cli", "generate", "--input", "examples/generation/prompts.jsonl",
+           "--out", str(out), "--quiet"]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=880)
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) == 2 and any(r["ok"] for r in rows), proc.stderr[-2000:]
+    assert all(r["rubric"]["criteria"] for r in rows if r["ok"])
+    assert "examples/generation/prompts.jsonl" in (root / "docs" / "generation.md").read_text()

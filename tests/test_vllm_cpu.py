@@ -142,7 +142,7 @@ def test_in_process_vllm_judge_both_verdict_modes(model_dir, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     proc = subprocess.run(
         [VLLM_PYTHON, str(REPO_ROOT / "tests" / "helpers" / "vllm_inprocess_judge.py"), model_dir, str(out)],
-        capture_output=True, text=True, env=env, timeout=900,
+        capture_output=True, text=True, env=env, timeout=500,
     )
     assert out.exists(), f"no report (rc={proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     report = json.loads(out.read_text())

@@ -17,7 +17,7 @@ __all__ = ["register", "register_training"]
 
 
 def _generator_spec(args: argparse.Namespace) -> Any:
-    from ..generation.generate import default_generator
+    from ..generation import default_generator
     from ..judges.config import JudgeConfig
 
     if args.generator is None:
@@ -25,7 +25,7 @@ def _generator_spec(args: argparse.Namespace) -> Any:
     if Path(args.generator).suffix in (".yaml", ".yml", ".json"):
         return args.generator
     extra = {"api_key_env": args.api_key_env} if args.api_key_env else {}
-    cfg = JudgeConfig(model=args.generator, base_url=args.base_url, max_tokens=args.max_tokens, **extra)
+    cfg = JudgeConfig(model=args.generator, base_url=args.base_url, max_tokens=args.max_tokens or 1024, **extra)
     if cfg.resolved_backend() in ("transformers", "vllm"):
         from dataclasses import replace
 
@@ -33,15 +33,29 @@ def _generator_spec(args: argparse.Namespace) -> Any:
     return cfg
 
 
-def _cmd_generate(args: argparse.Namespace) -> int:
-    from ..generation.generate import GenerationConfig, generate_rubrics
+def _format(args: argparse.Namespace, generator: Any) -> str:
+    """``--format``, or by default the list format for a local generator (no constrained decoding: a small
+    local model follows a worked example of a list, not a JSON schema) and JSON otherwise."""
+    if args.format != "auto":
+        return args.format
+    from ..judges.config import JudgeConfig
 
+    cfg = generator if isinstance(generator, JudgeConfig) else None
+    return "list" if cfg is not None and cfg.resolved_backend() == "transformers" else "json"
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from ..generation import GenerationConfig, generate_rubrics
+
+    generator = _generator_spec(args)
+    form = _format(args, generator)
     config = GenerationConfig(level=args.level, min_criteria=args.min_criteria, max_criteria=args.max_criteria,
-                              dataset_sample=args.sample, seed=args.seed, max_tokens=args.max_tokens,
-                              concurrency=args.concurrency)
+                              dataset_sample=args.sample, seed=args.seed,
+                              max_tokens=args.max_tokens or (256 if form == "list" else 1024),
+                              concurrency=args.concurrency, format=form, checks=args.checks)
     cache: Any = None if args.no_cache else (args.cache or "auto")
     try:
-        summary = generate_rubrics(args.input, args.out, generator=_generator_spec(args), config=config,
+        summary = generate_rubrics(args.input, args.out, generator=generator, config=config,
                                    base_url=args.base_url, cache=cache, temperature=args.temperature,
                                    progress=not args.quiet)
     except KeyboardInterrupt:
@@ -69,12 +83,18 @@ def register(subparsers: Any) -> None:
                    "judge YAML; default: the bundled offline SmolLM2-135M-Instruct")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--api-key-env", help="environment variable holding the API key")
-    p.add_argument("--temperature", type=float, help="sampling temperature (default: the config's, 0)")
+    p.add_argument("--temperature", type=float, help="sampling temperature (default: the generator's; 0.7 for the "
+                   "bundled model, 0 otherwise)")
     p.add_argument("--min-criteria", type=int, default=3, help="fewest criteria a rubric may have (default 3)")
     p.add_argument("--max-criteria", type=int, default=10, help="most criteria a rubric may have (default 10)")
+    p.add_argument("--format", default="auto", choices=["auto", "json", "list"],
+                   help="ask for the JSON schema or a numbered list after a worked example (default auto: list for a "
+                   "local transformers generator such as the bundled one, json otherwise)")
+    p.add_argument("--checks", action="store_true",
+                   help="offer programmatic checks ([check] lines / a 'check' field) for checkable instructions")
     p.add_argument("--sample", type=int, default=16, help="dataset level: prompts shown to the generator")
     p.add_argument("--seed", type=int, default=0, help="dataset level: seed of the prompt sample")
-    p.add_argument("--max-tokens", type=int, default=1024, help="generation budget per rubric (default 1024)")
+    p.add_argument("--max-tokens", type=int, help="generation budget per rubric (default 1024; 256 in the list format)")
     p.add_argument("--concurrency", type=int, default=8, help="prompts in flight")
     p.add_argument("--cache", help="reply cache file (default: cache.sqlite beside --out; share the judges' one)")
     p.add_argument("--no-cache", action="store_true", help="do not cache replies")
@@ -104,6 +124,9 @@ def _cmd_dpo_loop(args: argparse.Namespace) -> int:
         print(f"iter_{it['iteration']}: {prefs.get('n_pairs')} pairs from {prefs.get('n_prompts')} prompts "
               f"({prefs.get('n_skipped')} skipped, {prefs.get('n_failed')} failed); DPO {adapter.get('global_step')} "
               f"steps, loss {adapter.get('train_loss')}", file=sys.stderr)
+    if summary.heldout_table:
+        print(summary.heldout_table)
+        print(f"wrote {summary.out_dir / 'heldout.json'} and {summary.out_dir / 'summary.md'}", file=sys.stderr)
     print(f"done ({summary.resumed_stages} stages kept from earlier runs); the trained generator: {summary.generator}",
           file=sys.stderr)
     return 0
@@ -161,3 +184,4 @@ def register_training(subparsers: Any) -> None:
                    help="only write the train side of the split as a prompts JSONL for dpo-loop, then stop")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_eval_generator)
+

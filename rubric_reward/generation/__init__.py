@@ -1,10 +1,16 @@
-"""Rubric generation, a meta-judge, Bradley-Terry ranking and preference pairs (lazy imports).
+"""Rubric generation, a meta-judge, Bradley-Terry ranking, preference pairs, the DPO loop (lazy imports).
 
-* :mod:`.generate`: training-free rubric generation (instance- or dataset-level) with any judge backend;
-* :mod:`.metajudge`: rubric quality, pairwise (both orders) or pointwise (the Scorer with a meta-rubric),
-  plus an optional outcome signal (agreement with human pairwise labels);
+* :mod:`.config`, :mod:`.templates`, :mod:`.parsing`, :mod:`.generator`: how a rubric is asked for, what the
+  generator is shown, how its answer becomes a validated rubric, and the generator itself;
+* :mod:`.generate`: ``rubric-reward generate``, training-free rubrics for a file of prompts (resumable);
+* :mod:`.metajudge`: rubric quality, pairwise (both orders), pointwise (the Scorer with a meta-rubric) or
+  outcome (agreement with labelled response pairs);
 * :mod:`.bradley_terry`: strengths from pairwise credits, with a prior so unbeaten candidates stay finite;
-* :mod:`.preferences`: K candidates -> M judged pairs -> strengths -> chosen/rejected rows (a ``datasets`` dataset).
+* :mod:`.preferences`: K candidates -> M judged pairs -> strengths -> chosen/rejected rows (a ``datasets`` dataset);
+* :mod:`.labelled_pairs`: response pairs labelled by programmatic checks, the better one known by construction;
+* :mod:`.heldout`, :mod:`.gaming`: the loop's held-out evaluation and its rubric-gaming guard;
+* :mod:`.loop`, :mod:`.loop_config`, :mod:`.dpo`: the generator-training loop, its config, its DPO stage;
+* :mod:`.evaluate`: ``rubric-reward eval-generator`` on human labels (MT-Bench, HelpSteer2).
 
 Nothing heavy is imported until a name is used.
 """
@@ -14,10 +20,12 @@ from __future__ import annotations
 from .._lazy import lazy_exports
 
 _EXPORTS = {
-    "GenerationConfig": "generate", "GeneratedRubric": "generate", "RubricGenerator": "generate",
-    "generate_rubrics": "generate", "load_prompts": "generate", "parse_rubric": "generate",
-    "generation_messages": "generate", "rubric_text": "generate", "RUBRIC_SCHEMA": "generate",
-    "PromptRow": "generate", "default_generator": "generate",
+    "GenerationConfig": "config",
+    "RUBRIC_SCHEMA": "templates", "generation_messages": "templates", "task_text": "templates",
+    "parse_rubric": "parsing", "rubric_text": "parsing", "parse_check_spec": "parsing",
+    "GeneratedRubric": "generator", "RubricGenerator": "generator", "default_generator": "generator",
+    "PromptRow": "prompt_rows", "load_prompts": "prompt_rows",
+    "GenerateSummary": "generate", "generate_rubrics": "generate",
     "MetaJudge": "metajudge", "MetaJudgeConfig": "metajudge", "PairJudgement": "metajudge",
     "PointJudgement": "metajudge", "OutcomeResult": "metajudge", "aoutcome_agreement": "metajudge",
     "load_meta_rubric": "metajudge",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import time
@@ -96,13 +97,20 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[RubricDPOArguments, A
         # flags given later on the command line still win.
         log.warning("no CUDA: training on CPU in float32 (use_cpu, no bf16/fp16)")
         argv = ["--use_cpu", "True", "--bf16", "False", "--fp16", "False", *argv]
-    script, training, model, from_config, from_cli = parser.parse_args_and_config(
-        argv, return_remaining_strings=True, separate_remaining_strings=True
-    )
+    def error(message: str) -> None:  # argparse would print usage and exit; one line naming the key instead
+        m = re.match(r"argument --(\w+)(?:/--[\w-]+)*: (.*)", message)
+        raise ValueError(f"field {m.group(1)!r}: {m.group(2)}" if m else message)
+
+    parser.error = error  # type: ignore[method-assign]
+    try:
+        script, training, model, from_config, from_cli = parser.parse_args_and_config(
+            argv, return_remaining_strings=True, separate_remaining_strings=True
+        )
+    except (TypeError, KeyError) as exc:  # a value TRL's dataclasses reject while they are built
+        raise ValueError(f"DPO settings: {exc}") from None
     unknown = [s[2:] for s in from_config[::2] if s[2:] not in FOREIGN_KEYS]
     if unknown:
-        raise ValueError(f"config: unknown key(s) {unknown} (not fields of RubricDPOArguments, DPOConfig or "
-                         "ModelConfig)")
+        raise ValueError(f"unknown key(s) {unknown} (not fields of RubricDPOArguments, DPOConfig or ModelConfig)")
     if from_cli:
         raise ValueError(f"unknown command-line argument(s): {' '.join(from_cli)}")
     return script, training, model
@@ -288,7 +296,12 @@ def train(script: RubricDPOArguments, training: Any, model: Any, *, callbacks: l
     if hasattr(trainer, "end"):
         trainer.end()
     trainer.accelerator.wait_for_everyone()
-    if script.merged_output_dir and trainer.accelerator.is_main_process:
+    main_process = trainer.accelerator.is_main_process
+    # the accelerator keeps the prepared model and optimizer: let them go, or an in-process loop holds every
+    # iteration's trainer in memory
+    trainer.accelerator.free_memory()
+    del trainer
+    if script.merged_output_dir and main_process:
         merge_adapter(model.model_name_or_path, out, script.merged_output_dir, revision=model.model_revision)
     return out
 

@@ -6,9 +6,13 @@
   turn ``turn``. :func:`load_mt_bench` gives one :class:`PairwiseRow` per (question, turn, model pair):
   the human majority by default (``aggregate="majority"``, a tied vote is dropped) or every vote
   (``"votes"``); ties are dropped either way and counted.
-* **HelpSteer2** (``nvidia/HelpSteer2``, CC-BY-4.0): rows ``prompt, response, helpfulness, correctness,
-  coherence, complexity, verbosity`` (0-4). :func:`load_helpsteer2` gives one :class:`PointwiseRow` per
-  response with ``human`` = the mean of helpfulness, correctness and coherence (the paper's target).
+* **HelpSteer2** (``nvidia/HelpSteer2``, CC-BY-4.0, splits ``train`` and ``validation``): rows ``prompt,
+  response, helpfulness, correctness, coherence, complexity, verbosity`` (integers 0-4). About 29% of the
+  prompts are multi-turn: ``prompt`` then holds every user turn and every assistant turn but the last,
+  separated by ``<extra_id_1>Assistant`` / ``<extra_id_1>User`` lines, and ``response`` is the last
+  assistant turn (the one rated). :func:`load_helpsteer2` gives one :class:`PointwiseRow` per response,
+  with the turns as chat messages and ``human`` = the mean of helpfulness, correctness and coherence (the
+  paper's target); responses to one prompt share its ``prompt_id``.
 
 Sources: ``"hub"`` (downloads with ``datasets.load_dataset``), a JSONL/JSON file, or a
 ``save_to_disk`` folder. Every row is validated; errors name the source, the row and the field.
@@ -22,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -61,7 +66,10 @@ class PairwiseRow:
 
 @dataclass(frozen=True)
 class PointwiseRow:
-    """One response to one prompt with a human score (HelpSteer2: the mean of three attributes, 0-4)."""
+    """One response to one prompt with a human score (HelpSteer2: the mean of three attributes, 0-4).
+
+    ``turns`` is the conversation before the response as chat messages (one user message for a
+    single-turn prompt); ``prompt`` is the same as text, what a rubric is written for."""
 
     id: str
     prompt_id: str
@@ -69,6 +77,7 @@ class PointwiseRow:
     response: str
     human: float
     attributes: Mapping[str, float]
+    turns: Messages = ()
 
 
 def split_ids(ids: Iterable[str], *, test_fraction: float = 0.5, seed: int = 0) -> tuple[list[str], list[str]]:
@@ -216,6 +225,20 @@ def load_mt_bench(source: Any = "hub", *, split: str = "human", turns: Sequence[
     return out, dict(dropped)
 
 
+_HS2_TURN = re.compile(r"\n?<extra_id_1>(User|Assistant)\n")
+
+
+def _hs2_turns(prompt: str, where: str) -> list[dict[str, str]]:
+    """HelpSteer2's prompt text as messages: the first user turn, then each ``<extra_id_1>Role`` turn."""
+    parts = _HS2_TURN.split(prompt)
+    turns = [{"role": "user", "content": parts[0].strip()}]
+    turns += [{"role": role.lower(), "content": text.strip()} for role, text in zip(parts[1::2], parts[2::2],
+                                                                                      strict=True)]
+    if turns[-1]["role"] != "user" or any(a["role"] == b["role"] for a, b in zip(turns, turns[1:], strict=False)):
+        raise ValueError(f"{where}: field 'prompt' must alternate user and assistant turns and end on a user turn")
+    return turns
+
+
 def _prompt_id(prompt: str) -> str:
     return hashlib.sha256(prompt.encode()).hexdigest()[:12]
 
@@ -246,6 +269,9 @@ def load_helpsteer2(source: Any = "hub", *, split: str = "validation") -> list[P
             except (TypeError, ValueError):
                 raise ValueError(f"{at}: field {f!r} must be a number (0-4), got {v!r}") from None
         pid = _prompt_id(prompt)
-        out.append(PointwiseRow(id=f"{pid}:{n}", prompt_id=pid, prompt=prompt, response=response,
-                                human=sum(attrs[f] for f in _HS2_TARGET) / len(_HS2_TARGET), attributes=attrs))
+        turns = _hs2_turns(prompt, at)
+        text = turns[0]["content"] if len(turns) == 1 else "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in turns)
+        out.append(PointwiseRow(id=f"{pid}:{n}", prompt_id=pid, prompt=text, response=response,
+                                human=sum(attrs[f] for f in _HS2_TARGET) / len(_HS2_TARGET), attributes=attrs,
+                                turns=tuple(turns)))
     return out

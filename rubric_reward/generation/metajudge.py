@@ -41,7 +41,9 @@ from ..logprob_verdicts import label_probabilities, token_offsets
 from ..prompts import fence
 from ..rubric import Rubric, load_rubric
 from .answers import json_values
-from .generate import _one_judge, task_text
+from .generator import one_judge
+from .sections import from_section
+from .templates import task_text
 
 __all__ = [
     "LOCAL_PAIRWISE_SCHEMA", "MetaJudge", "MetaJudgeConfig", "OutcomeResult", "PAIRWISE_SCHEMA", "PairJudgement",
@@ -269,11 +271,7 @@ class MetaJudgeConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> MetaJudgeConfig:
-        d = dict(d or {})
-        unknown = set(d) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"meta-judge config: unknown field(s) {sorted(unknown)}")
-        return cls(**d)
+        return from_section(cls, d, "meta")
 
 
 def load_meta_rubric(path: str | Path | None = None) -> Rubric:
@@ -298,7 +296,7 @@ class MetaJudge(SyncFacade):
                  base_url: str | None = None, cache: ReplyCache | None = None):
         self.config = config if isinstance(config, MetaJudgeConfig) else MetaJudgeConfig.from_dict(config)
         # a local model keeps its verdict mode: logprob scores "A" vs "B" (pairwise) and labels (pointwise)
-        self.judge: Judge = _one_judge(judge, base_url=base_url, cache=cache, temperature=None, generate=False)
+        self.judge: Judge = one_judge(judge, base_url=base_url, cache=cache, temperature=None, generate=False)
         cfg = self.judge.config
         self._schema = (LOCAL_PAIRWISE_SCHEMA if cfg.resolved_backend() in ("transformers", "vllm")
                         and cfg.verdict_mode == "logprob" else PAIRWISE_SCHEMA)

@@ -40,14 +40,16 @@ from pathlib import Path
 from typing import Any
 
 from ..judges.base import ReplyCache
-from ..progress import Progress
 from ..rubric import Rubric
 from .bradley_terry import bradley_terry, win_probability
-from .generate import (
-    GeneratedRubric, GenerationConfig, PromptRow, RubricGenerator, generation_messages, load_prompts,
-    rubric_text,
-)
+from .config import GenerationConfig
+from .generator import GeneratedRubric, RubricGenerator
+from .jobs import job_cache, run_batch
 from .metajudge import MetaJudge, MetaJudgeConfig, PairJudgement
+from .parsing import rubric_text
+from .prompt_rows import PromptRow, load_prompts
+from .sections import from_section
+from .templates import generation_messages
 
 __all__ = ["PreferenceConfig", "PreferenceSummary", "build_preferences", "choose_pair", "dataset_features",
            "select_pairs"]
@@ -82,11 +84,7 @@ class PreferenceConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> PreferenceConfig:
-        d = dict(d or {})
-        unknown = set(d) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"preference config: unknown field(s) {sorted(unknown)}")
-        return cls(**d)
+        return from_section(cls, d, "preferences")
 
 
 def select_pairs(k: int, m: int, *, seed: int = 0, key: str = "") -> list[tuple[int, int]]:
@@ -269,59 +267,40 @@ def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, 
     objects (a :class:`RubricGenerator` is used as is, so its temperature is its own; a spec gets
     ``config.temperature``). ``cache="auto"`` keeps the reply cache in ``out_dir/cache.sqlite``.
     """
-    from ..judges.cache import SQLiteCache
     from ..journal import write_atomic
+    from ..judges.fingerprint import judge_fingerprint
 
     cfg = config if isinstance(config, PreferenceConfig) else PreferenceConfig.from_dict(config)
     rows = load_prompts(prompts)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    own_cache = None
-    if cache == "auto":
-        cache = own_cache = SQLiteCache(out / "cache.sqlite")
-    elif isinstance(cache, str | Path):
-        cache = own_cache = SQLiteCache(cache)
-    gen = generator if isinstance(generator, RubricGenerator) else RubricGenerator(
-        generator, config=generation, base_url=base_url, cache=cache, temperature=cfg.temperature)
-    mj = meta_judge if isinstance(meta_judge, MetaJudge) else MetaJudge(meta_judge, config=meta, base_url=base_url,
-                                                                         cache=cache)
-    from ..judges.fingerprint import judge_fingerprint
+    with job_cache(cache, out / "cache.sqlite") as reply_cache:
+        gen = generator if isinstance(generator, RubricGenerator) else RubricGenerator(
+            generator, config=generation, base_url=base_url, cache=reply_cache, temperature=cfg.temperature)
+        mj = meta_judge if isinstance(meta_judge, MetaJudge) else MetaJudge(
+            meta_judge, config=meta, base_url=base_url, cache=reply_cache)
+        gen_fp = gen.fingerprint()
+        meta_fp = _h(judge_fingerprint(mj.judge.config), asdict(mj.config),
+                     mj.meta_rubric.fingerprint() if mj.meta_rubric is not None else None)
+        settings = {k: v for k, v in asdict(cfg).items() if k != "concurrency"}
+        keys = {r.id: _h(gen_fp, meta_fp, settings, r.id, r.prompt, list(r.labels)) for r in rows}
+        builder = _Builder(gen, mj, cfg, out, gen_fp, meta_fp)
+        finished = {k: e for k, e in builder.status.latest(repair=True).items()
+                    if e.get("status") in ("pair", "skipped")}
+        todo = [r for r in rows if keys[r.id] not in finished]
 
-    gen_fp = gen.fingerprint()
-    meta_fp = _h(judge_fingerprint(mj.judge.config), asdict(mj.config),
-                 mj.meta_rubric.fingerprint() if mj.meta_rubric is not None else None)
-    settings = {k: v for k, v in asdict(cfg).items() if k != "concurrency"}
-    keys = {r.id: _h(gen_fp, meta_fp, settings, r.id, r.prompt, list(r.labels)) for r in rows}
-    builder = _Builder(gen, mj, cfg, out, gen_fp, meta_fp)
-    finished = {k: e for k, e in builder.status.latest(repair=True).items() if e.get("status") in ("pair", "skipped")}
-    todo = [r for r in rows if keys[r.id] not in finished]
-
-    async def run(bar: Progress) -> None:
-        sem = asyncio.Semaphore(cfg.concurrency)
-
-        async def one(row: PromptRow) -> None:
-            async with sem:
-                before = builder.spent
-                entry = await builder.prompt(row, keys[row.id])
+        async def one(row: PromptRow) -> tuple[float, bool]:
+            before = builder.spent
+            entry = await builder.prompt(row, keys[row.id])
             builder.status.append(entry)
-            bar.advance(cost=builder.spent - before, failed=entry["status"] == "failed")
+            return builder.spent - before, entry["status"] == "failed"
 
+        closers = [c.aclose for c, given in ((gen, generator), (mj, meta_judge)) if c is not given]
         try:
-            await asyncio.gather(*(one(r) for r in todo))
+            run_batch("building preferences", todo, one, total=len(rows), concurrency=cfg.concurrency,
+                      progress=progress, aclose=closers)
         finally:
-            if not isinstance(generator, RubricGenerator):
-                await gen.aclose()
-            if not isinstance(meta_judge, MetaJudge):
-                await mj.aclose()
-
-    try:
-        with Progress("building preferences", len(rows), len(rows) - len(todo), enabled=progress, cost=True,
-                      failures=True) as bar:
-            asyncio.run(run(bar))
-    finally:
-        builder.close()
-        if own_cache is not None:
-            own_cache.close()
+            builder.close()
 
     import datasets
 

@@ -14,6 +14,7 @@ ImportError that names the extra.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 from typing import Any
@@ -23,7 +24,7 @@ from .base import ChatReply, ChatRequest, TokenLogprob
 from .config import JudgeConfig
 from .local import ANSWER_PREFIX, BatchingBackend, allowed_labels, label_reply
 
-__all__ = ["VLLMBackend", "require_vllm"]
+__all__ = ["VLLMBackend", "require_vllm", "shutdown_engine"]
 
 VLLM_HINT = (
     "vLLM is not installed: pip install 'rubric-reward[vllm]' on a GPU machine, or run "
@@ -53,14 +54,28 @@ def default_engine_args() -> dict[str, Any]:
     return args
 
 
+def shutdown_engine(llm: Any) -> None:
+    """Stop a ``vllm.LLM``'s engine processes now: left to exit, the interpreter waits on them forever."""
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    if core is not None:
+        core.shutdown()
+
+
 class VLLMBackend(BatchingBackend):
-    """Judge with an in-process ``vllm.LLM``."""
+    """Judge with an in-process ``vllm.LLM``; ``aclose`` shuts down an engine it started (not a passed ``llm``)."""
 
     def __init__(self, config: JudgeConfig, *, max_batch: int = 256, llm: Any = None):
         require_vllm()
         super().__init__(config, max_batch=max_batch)
         self._llm = llm
+        self._owns_llm = llm is None
         self._tokenizer: Any = None
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        if self._owns_llm and self._llm is not None:
+            llm, self._llm = self._llm, None
+            await asyncio.to_thread(shutdown_engine, llm)
 
     def prepare(self) -> None:
         if self._llm is None:

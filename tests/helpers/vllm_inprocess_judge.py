@@ -22,23 +22,25 @@ ITEMS = [("Write a poem about roses.", "Roses are red, violets are blue."),
 
 def main() -> None:
     from rubric_reward import JudgeConfig, Rubric, Scorer
-    from rubric_reward.judges.vllm_backend import VLLMBackend
+    import vllm
+
+    from rubric_reward.judges.vllm_backend import VLLMBackend, default_engine_args, shutdown_engine
     from rubric_reward.judges.judge import Judge
 
     model_dir, out_path = sys.argv[1], sys.argv[2]
     rubric = Rubric.from_obj(RUBRIC)
     report = {}
     start = time.perf_counter()
-    backend = None
-    for mode in ("logprob", "generate"):
-        cfg = JudgeConfig(model=model_dir, backend="vllm", verdict_mode=mode, max_tokens=128)
-        if backend is None:
-            backend = VLLMBackend(cfg)
-        backend.config = cfg  # one engine for both modes: start-up dominates on CPU
-        with Scorer(rubric, Judge(cfg, backend)) as scorer:
-            results = scorer.score_batch(ITEMS)
-        report[mode] = [r.to_dict() for r in results]
-        report[f"{mode}_s"] = round(time.perf_counter() - start, 1)
+    llm = vllm.LLM(model=model_dir, **default_engine_args())  # one engine for both modes: start-up dominates
+    try:
+        for mode in ("logprob", "generate"):
+            cfg = JudgeConfig(model=model_dir, backend="vllm", verdict_mode=mode, max_tokens=128)
+            with Scorer(rubric, Judge(cfg, VLLMBackend(cfg, llm=llm))) as scorer:
+                results = scorer.score_batch(ITEMS)
+            report[mode] = [r.to_dict() for r in results]
+            report[f"{mode}_s"] = round(time.perf_counter() - start, 1)
+    finally:
+        shutdown_engine(llm)
     with open(out_path, "w") as f:
         json.dump(report, f)
 
