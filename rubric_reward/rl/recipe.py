@@ -305,7 +305,10 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
 
     started = time.monotonic()
     threads = set_torch_threads(recipe.torch_threads)
-    _say(f"[grpo] torch threads: {threads} of {available_cpus()} CPUs (torch_threads), OMP_WAIT_POLICY="
+    source = ("torch_threads" if recipe.torch_threads is not None
+              else "OMP_NUM_THREADS, which accelerate launch sets" if os.environ.get("OMP_NUM_THREADS")
+              else "CPUs / local processes")
+    _say(f"[grpo] torch threads: {threads} of {available_cpus()} CPUs (from {source}), OMP_WAIT_POLICY="
          f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}")
     splits = build_splits(recipe, splits)
     if is_main_process():
