@@ -51,8 +51,8 @@ CASES = [
     ("unknown key in data", "data: {selction: 3}\n", [], ["{bad}", "data", "selction", "selection"]),
     ("data not a mapping", "data: [1, 2]\n", [], ["{bad}", "data", "mapping", "list"]),
     ("negative split size", "data: {selection: -1, report: 3, train: rest}\n", [], ["{bad}", "data", "selection"]),
-    ("split sizes over the rows", "data: {selection: 50, report: 50, train: rest}\n", [],
-     ["{bad}", "data", "more than the 12 rows"]),
+    ("split sizes over the rows", "data: {selection: 200, report: 100, train: rest}\n", [],
+     ["{bad}", "data", "more than the 240 rows"]),
     ("unknown data format", "data: {format: csv}\n", [], ["{bad}", "data", "format", "'csv'"]),
     ("dataset file missing", "dataset_name: {tmp}/nope.jsonl\n", [], ["{bad}", "dataset_name", "nope.jsonl"]),
     ("broken AdvancedIF row", "dataset_name: {tmp}/advif_bad_row.csv\n", [],
@@ -107,10 +107,15 @@ def _argv(tmp: Path, overlay: str | bytes | None, extra: list[str]) -> tuple[lis
 
 
 @pytest.mark.parametrize(("overlay", "extra", "named"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_config_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], overlay, extra,
-                                       named) -> None:
-    from rubric_reward.rl.launch import main
+def test_bad_config_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch, overlay, extra, named) -> None:
+    from rubric_reward.rl import launch
 
+    def no_training(*args, **kwargs):  # a case the check lets through would otherwise train the offline default
+        raise AssertionError("the bad config reached training")
+
+    monkeypatch.setattr(launch, "run", no_training)
+    main = launch.main
     _case_files(tmp_path)
     argv, bad = _argv(tmp_path, overlay, extra)
     assert main(argv) == 2
@@ -159,11 +164,17 @@ def test_check_does_not_import_the_training_stack(tmp_path: Path) -> None:
     assert proc.stderr.strip().count("\n") == 0 and "--max_stepz" in proc.stderr
 
 
-def test_parser_errors_after_the_check_are_one_line_too(capsys: pytest.CaptureFixture[str]) -> None:
+def test_parser_errors_after_the_check_are_one_line_too(capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A GRPOConfig cross-field rule (TrlParser's own) comes back as one line, exit 2."""
-    from rubric_reward.rl.launch import main
+    from rubric_reward.rl import launch
 
-    assert main(["--per_device_train_batch_size", "3", "--num_generations", "4"]) == 2
+    def no_training(*args, **kwargs):
+        raise AssertionError("the bad config reached training")
+
+    monkeypatch.setattr(launch, "run", no_training)
+    argv = ["--per_device_train_batch_size", "3", "--gradient_accumulation_steps", "1", "--num_generations", "4"]
+    assert launch.main(argv) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and str(OFFLINE) in lines[0] and "num_generations" in lines[0], lines
 
