@@ -106,16 +106,22 @@ def _argv(tmp: Path, overlay: str | bytes | None, extra: list[str]) -> tuple[lis
     return argv + [x.replace("{tmp}", str(tmp)) for x in extra], bad
 
 
-@pytest.mark.parametrize(("overlay", "extra", "named"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_config_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                       monkeypatch: pytest.MonkeyPatch, overlay, extra, named) -> None:
+@pytest.fixture
+def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training stubbed: a config the check lets through fails at once instead of training the offline default."""
     from rubric_reward.rl import launch
 
-    def no_training(*args, **kwargs):  # a case the check lets through would otherwise train the offline default
+    def refuse(*args, **kwargs):
         raise AssertionError("the bad config reached training")
 
-    monkeypatch.setattr(launch, "run", no_training)
-    main = launch.main
+    monkeypatch.setattr(launch, "run", refuse)
+
+
+@pytest.mark.parametrize(("overlay", "extra", "named"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_config_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], no_training: None,
+                                       overlay, extra, named) -> None:
+    from rubric_reward.rl.launch import main
+
     _case_files(tmp_path)
     argv, bad = _argv(tmp_path, overlay, extra)
     assert main(argv) == 2
@@ -165,14 +171,10 @@ def test_check_does_not_import_the_training_stack(tmp_path: Path) -> None:
 
 
 def test_parser_errors_after_the_check_are_one_line_too(capsys: pytest.CaptureFixture[str],
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                                        no_training: None) -> None:
     """A GRPOConfig cross-field rule (TrlParser's own) comes back as one line, exit 2."""
     from rubric_reward.rl import launch
 
-    def no_training(*args, **kwargs):
-        raise AssertionError("the bad config reached training")
-
-    monkeypatch.setattr(launch, "run", no_training)
     argv = ["--per_device_train_batch_size", "3", "--gradient_accumulation_steps", "1", "--num_generations", "4"]
     assert launch.main(argv) == 2
     lines = capsys.readouterr().err.strip().splitlines()
