@@ -3,6 +3,7 @@
     python benchmarks/local_judge.py                        # every row (several minutes: the old judge is slow)
     python benchmarks/local_judge.py --impls new bound      # without the old judge
     python benchmarks/local_judge.py --shapes readme --modes logprob --impls old new bound vllm
+    python benchmarks/local_judge.py --impls new bound --dtypes float32 bfloat16   # the weights' dtype
 
 Shapes: ``readme`` is the README's main command (examples/responses.jsonl: 4 responses x 5 judged
 criteria of examples/rubrics/support_reply.yaml); ``grpo`` is one GRPO step (16 completions x 4
@@ -11,7 +12,9 @@ implementation, kept in tests/helpers/reference_judge.py), ``bound`` (no judging
 response's distinct prefix plus its criteria's tails, hidden states only, same model), ``vllm`` (the
 in-process vLLM judge with prefix caching, run with $RUBRIC_REWARD_VLLM_PYTHON or
 /work/main/.venv-vllm/bin/python when present). Every row runs in its own subprocess, so its peak RSS
-is its own; the model load is excluded from the wall time (not from the RSS). Compare rows of one run:
+is its own; the model load is excluded from the wall time (not from the RSS). ``--dtypes`` runs ``new`` and
+``bound`` with each ``engine_args.dtype`` (the wall / bound ratio is against the bound of the same dtype;
+``verdicts = float32`` counts the verdicts equal to the float32 row's). Compare rows of one run:
 on a shared machine, runs are not comparable with each other.
 """
 
@@ -65,14 +68,15 @@ def cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run_one(shape: str, mode: str, impl: str, model: str, budget: int, max_tokens: int) -> dict:
+def run_one(shape: str, mode: str, impl: str, model: str, budget: int, max_tokens: int,
+            dtype: str = "float32") -> dict:
     from rubric_reward import JudgeConfig, Scorer
     from rubric_reward.judges.judge import Judge
 
     rubric, items = workload(shape)
     n_calls = len(items) * len(rubric.judged)
     cfg = JudgeConfig(model=model, backend="vllm" if impl == "vllm" else "transformers", verdict_mode=mode,
-                      max_tokens=max_tokens)
+                      max_tokens=max_tokens, engine_args={"dtype": dtype} if impl in ("new", "bound") else {})
     if impl == "vllm":
         from rubric_reward.judges.vllm_backend import VLLMBackend
 
@@ -103,6 +107,7 @@ def run_one(shape: str, mode: str, impl: str, model: str, budget: int, max_token
         tokens = backend.token_slots
     return {"load_s": load_s, "wall_s": wall, "cpu_s": cpu, "calls": n_calls, "tokens": tokens,
             "scored": sum(r.score is not None for r in results), "items": len(results),
+            "verdicts": [v.label for r in results for v in r.verdicts],
             "parse_failures": sum(1 for r in results for v in r.verdicts if v.error and v.error.kind.value == "parse")}
 
 
@@ -133,7 +138,8 @@ def bound(backend, rubric, items, mode: str) -> tuple[float, int]:
 
 
 def child(args: argparse.Namespace) -> None:
-    out = run_one(args.shape[0], args.mode[0], args.impl[0], args.model, args.token_budget, args.max_tokens)
+    out = run_one(args.shape[0], args.mode[0], args.impl[0], args.model, args.token_budget, args.max_tokens,
+                  args.dtypes[0])
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("RESULT " + json.dumps(out), flush=True)
 
@@ -154,6 +160,8 @@ def main() -> None:
     p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument("--token-budget", type=int, default=2048)
     p.add_argument("--max-tokens", type=int, default=128, help="generate mode: max new tokens per call")
+    p.add_argument("--dtypes", nargs="+", default=["float32"], choices=["auto", "float32", "bfloat16", "float16"],
+                   help="engine_args.dtype of the new and bound rows")
     p.add_argument("--timeout", type=float, default=900, help="seconds per row")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -162,34 +170,40 @@ def main() -> None:
 
     print(f"model {args.model}, token budget {args.token_budget}, generate max_tokens {args.max_tokens}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    header = ("| shape | mode | impl | calls | wall s | CPU s | calls/s | peak RSS MB | tokens run | wall / bound "
-              "| CPU / bound | scored |")
+    header = ("| shape | mode | impl | dtype | calls | wall s | CPU s | calls/s | peak RSS MB | tokens run "
+              "| wall / bound | CPU / bound | scored | verdicts = float32 |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     for shape in args.shape:
         for mode in args.mode:
+            runs = [(impl, dtype) for dtype in args.dtypes
+                    for impl in sorted(args.impl, key=["bound", "new", "old", "vllm"].index)
+                    if impl in ("new", "bound") or dtype == args.dtypes[0]]
             bound_s = bound_cpu = None
-            for impl in sorted(args.impl, key=["bound", "new", "old", "vllm"].index):
+            reference = None
+            for impl, dtype in runs:
+                shown = dtype if impl in ("new", "bound") else "-"
                 python = sys.executable
                 if impl == "vllm":
                     python = vllm_python()
                     if python is None:
-                        print(f"| {shape} | {mode} | vllm | - | no vLLM venv | | | | | | | |")
+                        print(f"| {shape} | {mode} | vllm | - | - | no vLLM venv | | | | | | | | |")
                         continue
                 cmd = [python, str(Path(__file__).resolve()), "--child", "--shape", shape, "--mode", mode,
                        "--impl", impl, "--model", args.model, "--token-budget", str(args.token_budget),
-                       "--max-tokens", str(args.max_tokens)]
+                       "--max-tokens", str(args.max_tokens), "--dtypes", dtype]
                 env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
                 try:
                     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
                     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
                 except subprocess.TimeoutExpired:
-                    print(f"| {shape} | {mode} | {impl} | - | > {args.timeout:.0f} (timed out) | | | | | | | |",
+                    print(f"| {shape} | {mode} | {impl} | {shown} | - | > {args.timeout:.0f} (timed out) | | | | | | | | |",
                           flush=True)
                     continue
                 if not line:
                     tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-                    print(f"| {shape} | {mode} | {impl} | - | failed: {tail[0][:100]} | | | | | | | |", flush=True)
+                    print(f"| {shape} | {mode} | {impl} | {shown} | - | failed: {tail[0][:100]} | | | | | | | | |",
+                          flush=True)
                     continue
                 r = json.loads(line[0][7:])
                 if impl == "bound":
@@ -202,9 +216,15 @@ def main() -> None:
                     scored += f" ({r['parse_failures']} parse failures)"
                 tokens = "-" if r["tokens"] is None else f"{r['tokens']:,}"
                 cpu_txt = "-" if cpu is None else f"{cpu:.1f}"
-                print(f"| {shape} | {mode} | {impl} | {r['calls']} | {r['wall_s']:.2f} | {cpu_txt} | "
+                same = "-"
+                if impl == "new" and r.get("verdicts") is not None:
+                    if dtype == "float32":
+                        reference = r["verdicts"]
+                    if reference is not None:
+                        same = f"{sum(a == b for a, b in zip(r['verdicts'], reference))}/{len(reference)}"
+                print(f"| {shape} | {mode} | {impl} | {shown} | {r['calls']} | {r['wall_s']:.2f} | {cpu_txt} | "
                       f"{r['calls'] / r['wall_s']:.2f} | {r['peak_rss_mb']:.0f} | {tokens} | {ratio} | {cpu_ratio} "
-                      f"| {scored} |",
+                      f"| {scored} | {same} |",
                       flush=True)
 
 

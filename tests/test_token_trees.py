@@ -146,6 +146,23 @@ def test_generate_matches_greedy_generate_and_reports_every_reply(tiny):
     assert all(r.usage.completion_tokens <= 6 for r in replies)
 
 
+def test_sampling_is_seeded_per_request_not_per_batch(tiny):
+    """A sampled request draws the same tokens alone or among others, in any order: which requests happen
+    to be in flight together (timing) must not change a K-candidate draw."""
+    import dataclasses
+
+    path, model, tok = tiny
+    cfg = JudgeConfig(model=path, backend="transformers", verdict_mode="generate", max_tokens=8, temperature=1.0,
+                      seed=3)
+    backend = TransformersBackend(cfg, model=model, tokenizer=tok)
+    requests = [dataclasses.replace(r, sample_index=k) for r in _requests(["A clear reply."])[:2] for k in range(3)]
+    together = [r.text for r in backend.run_batch(requests)]
+    alone = [backend.run_batch([r])[0].text for r in requests]
+    reversed_ = [r.text for r in backend.run_batch(requests[::-1])][::-1]
+    assert together == alone == reversed_
+    assert len(set(together[:3])) > 1  # the sample index changes the draw
+
+
 def test_json_object_end():
     whole = '{"reason": "a } b", "verdict": "MET"}'
     assert json_object_end(whole + " trailing") == len(whole)

@@ -97,3 +97,43 @@ def test_smollm2_default_judge_gives_valid_verdicts():
     assert result.ok and 0.0 <= result.score <= 1.0
     for v, c in zip(result.verdicts, RUBRIC.criteria):
         assert v.label in c.labels and sum(v.probabilities.values()) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_dtype_engine_arg_loads_the_weights_in_it_and_says_so(tiny_model):
+    backend = TransformersBackend(JudgeConfig(model=tiny_model, backend="transformers",
+                                              engine_args={"dtype": "bfloat16"}))
+    replies = backend.run_batch(_requests(1))
+    assert all(r.ok for r in replies)
+    assert backend.describe()["dtype"] == "bfloat16"
+    assert str(backend._model.dtype) == "torch.bfloat16"
+    default = TransformersBackend(JudgeConfig(model=tiny_model, backend="transformers"))
+    default.run_batch(_requests(1)[:1])
+    assert default.describe()["dtype"] == "float32"  # a CPU without the engine arg: unchanged
+
+
+def test_a_bad_dtype_is_one_line_naming_the_field(tiny_model):
+    with pytest.raises(ValueError, match=r"engine_args\.dtype must be one of auto, float32, bfloat16, float16, "
+                                         r"got 'fp8'"):
+        TransformersBackend(JudgeConfig(model=tiny_model, backend="transformers", engine_args={"dtype": "fp8"}))
+
+
+@pytest.mark.parametrize("name, device, bf16_kernels, want", [
+    (None, "cpu", True, "float32"), (None, "cuda", False, "bfloat16"),
+    ("auto", "cpu", True, "bfloat16"), ("auto", "cpu", False, "float32"), ("auto", "cuda", False, "bfloat16"),
+    ("float16", "cpu", True, "float16"), ("float32", "cuda", True, "float32"),
+])
+def test_resolve_dtype(monkeypatch, name, device, bf16_kernels, want):
+    import torch
+
+    from rubric_reward.judges.transformers_backend import resolve_dtype
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: bf16_kernels)
+    assert resolve_dtype(name, device) == want
+
+
+def test_the_dtype_is_part_of_the_judge_fingerprint(tiny_model):
+    from rubric_reward.judges.fingerprint import judge_fingerprint
+
+    a = JudgeConfig(model=tiny_model, backend="transformers")
+    b = JudgeConfig(model=tiny_model, backend="transformers", engine_args={"dtype": "bfloat16"})
+    assert judge_fingerprint(a) != judge_fingerprint(b)  # verdicts of another dtype are not reused

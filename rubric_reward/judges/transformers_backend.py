@@ -15,6 +15,10 @@ prefix (one response's criterion calls) are one row whose shared prefix is compu
 head is applied only at label positions (or the last position, when generating); forwards hold at
 most ``token_budget`` tokens (``engine_args: {token_budget: N}``, default 2048), so a long response
 is split across forwards and still scored. Replies are handed back as each forward finishes.
+
+Weights load in ``engine_args: {dtype: ...}``: ``float32``, ``bfloat16``, ``float16``, or ``auto``
+(bfloat16 on a GPU, and on a CPU whose oneDNN has bfloat16 kernels, e.g. AVX-512 or AMX; float32
+elsewhere). Without it: bfloat16 on a GPU, float32 on a CPU. ``describe()`` names the dtype used.
 """
 
 from __future__ import annotations
@@ -29,12 +33,30 @@ from .config import JudgeConfig
 from .local import ANSWER_PREFIX, BatchingBackend, allowed_labels, label_reply
 from .token_trees import ForwardStats, TokenTrees, group_by_prefix, pack_rows, shared_prefix_len
 
-__all__ = ["DEFAULT_TOKEN_BUDGET", "TransformersBackend", "json_object_end"]
+__all__ = ["DEFAULT_TOKEN_BUDGET", "TransformersBackend", "json_object_end", "resolve_dtype"]
 
 DEFAULT_TOKEN_BUDGET = 2048
-_ENGINE_KEYS = ("token_budget",)
+_ENGINE_KEYS = ("token_budget", "dtype")
+_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 Report = Callable[[int, ChatReply], None]
+
+
+def resolve_dtype(name: str | None, device: str) -> str:
+    """The weights' dtype for an ``engine_args.dtype`` value (None: bfloat16 on a GPU, float32 on a CPU)."""
+    if name is None:
+        return "bfloat16" if device == "cuda" else "float32"
+    if name != "auto":
+        return name
+    if device == "cuda":
+        return "bfloat16"
+    import torch
+
+    try:  # oneDNN's own test: AVX-512 (BW, VL, DQ) or AMX
+        native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a torch without it: assume no bfloat16 kernels
+        native = False
+    return "bfloat16" if native else "float32"
 
 
 def json_object_end(text: str) -> int | None:
@@ -75,6 +97,11 @@ class TransformersBackend(BatchingBackend):
             raise ValueError(f"judge {config.name!r}: engine_args.token_budget must be a positive integer, "
                              f"got {budget!r}")
         self.token_budget = budget
+        dtype = config.engine_args.get("dtype")
+        if dtype is not None and dtype not in _DTYPES:
+            raise ValueError(f"judge {config.name!r}: engine_args.dtype must be one of {', '.join(_DTYPES)}, "
+                             f"got {dtype!r}")
+        self.dtype: str | None = None  # resolved when the model loads
         self.stats = ForwardStats()
         self._model = model
         self._tokenizer = tokenizer
@@ -93,9 +120,9 @@ class TransformersBackend(BatchingBackend):
 
         path = resolve_model(self.config.model)
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        dtype = torch.bfloat16 if device == "cuda" else torch.float32
+        self.dtype = resolve_dtype(self.config.engine_args.get("dtype"), device)
         self._tokenizer = AutoTokenizer.from_pretrained(path)
-        self._model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
+        self._model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype)).to(device).eval()
 
     def prepare(self) -> None:
         if self._model is None:
@@ -128,24 +155,33 @@ class TransformersBackend(BatchingBackend):
         return TokenTrees(self._model, n_rows, pad_id=self._tokenizer.pad_token_id, token_budget=self.token_budget)
 
     # ------------------------------------------------------------------ logprob verdicts
-    def _sampler(self, requests: list[ChatRequest]) -> Callable[[Any], list[int]]:
-        """Next-token choice: greedy at temperature 0; else temperature / top-p sampling seeded per batch
-        (config seed + the batch's requests and sample indexes), so K candidates differ reproducibly."""
+    def _sampler(self, requests: list[ChatRequest]) -> Callable[[Any, list[int]], list[int]]:
+        """Next-token choice for the requests at ``order`` (indices into ``requests``): greedy at temperature
+        0; else temperature / top-p sampling from one generator per request, seeded by the config seed and
+        the request (messages and sample index), so K candidates differ and each one is the same whatever
+        else shares its batch."""
         import torch
 
         if self.config.temperature <= 0:
-            return lambda logprobs: torch.argmax(logprobs, dim=-1).tolist()
-        blob = repr([(self.config.seed, r.sample_index, r.messages) for r in requests]).encode()
-        gen = torch.Generator().manual_seed(int.from_bytes(hashlib.blake2b(blob, digest_size=4).digest(), "big"))
+            return lambda logprobs, order: torch.argmax(logprobs, dim=-1).tolist()
         temperature, top_p = self.config.temperature, self.config.top_p or 1.0
+        generators: dict[int, Any] = {}
 
-        def pick(logprobs: Any) -> list[int]:
+        def generator(i: int) -> Any:
+            if i not in generators:
+                r = requests[i]
+                blob = repr((self.config.seed, r.sample_index, r.messages)).encode()
+                seed = int.from_bytes(hashlib.blake2b(blob, digest_size=4).digest(), "big")
+                generators[i] = torch.Generator().manual_seed(seed)
+            return generators[i]
+
+        def pick(logprobs: Any, order: list[int]) -> list[int]:
             probs = torch.softmax(logprobs.float().cpu() / temperature, dim=-1)
             if top_p < 1.0:
-                sorted_p, order = torch.sort(probs, dim=-1, descending=True)
+                sorted_p, ranks = torch.sort(probs, dim=-1, descending=True)
                 keep = (sorted_p.cumsum(-1) - sorted_p) < top_p
-                probs = torch.zeros_like(probs).scatter(-1, order, sorted_p * keep)
-            return torch.multinomial(probs, 1, generator=gen).squeeze(-1).tolist()
+                probs = torch.zeros_like(probs).scatter(-1, ranks, sorted_p * keep)
+            return [int(torch.multinomial(row, 1, generator=generator(i))) for row, i in zip(probs, order, strict=True)]
 
         return pick
 
@@ -211,7 +247,7 @@ class TransformersBackend(BatchingBackend):
                 order = list(last)
                 hidden = trees.run(last.values())
                 logprobs = trees.logprobs([hidden[last[i]] for i in order])
-                nxt = pick(logprobs)
+                nxt = pick(logprobs, order)
                 for i, t in zip(order, nxt, strict=True):
                     ended = None
                     if t in stop:
@@ -243,4 +279,5 @@ class TransformersBackend(BatchingBackend):
 
     def describe(self) -> Mapping[str, Any]:
         """Token budget and what has gone through the model so far (for benchmarks and tests)."""
-        return {"token_budget": self.token_budget, **vars(self.stats)}
+        dtype = self.dtype or (str(self._model.dtype).removeprefix("torch.") if self._model is not None else None)
+        return {"token_budget": self.token_budget, "dtype": dtype, **vars(self.stats)}
