@@ -263,3 +263,18 @@ def test_dpo_loop_command_with_a_generator_that_never_writes_json(tmp_path, tiny
     assert len(lines) == 4 and not any(x["ok"] for x in lines) and all(x["error"] and x["text"] is not None
                                                                       for x in lines)
     assert not list((tmp_path / "run").glob("iter_1/*.done.json"))
+
+
+def test_generator_engine_args_reach_every_generator(tmp_path):
+    from rubric_reward.generation.loop import _default_factory, iteration_generators
+
+    config = load_loop_config(ROOT / "configs" / "dpo" / "offline_default.yaml")
+    assert config.generator_engine_args == {"dtype": "auto"}
+    assert config.meta_judge["engine_args"] == {"dtype": "auto"}
+    made = _default_factory(config)(str(config.generator), 1)
+    assert made.engine_args == {"dtype": "auto"} and made.backend == "transformers"
+    (tmp_path / "loop.json").write_text(json.dumps({"config": config.to_dict()}, default=str))
+    [(name, spec)] = iteration_generators(tmp_path)
+    assert name == "base" and spec["engine_args"] == {"dtype": "auto"}
+    with pytest.raises(ValueError, match="field 'generator_engine_args' must be a mapping"):
+        load_loop_config(TINY, generator="g", meta_judge="x", generator_engine_args="auto")

@@ -87,7 +87,8 @@ class LoopConfig:
     bundled prompts) or ``labelled:train`` (the bundled labelled pairs' train side, for the outcome
     meta-judge); ``limit`` keeps the first N. ``generator``: the base generator, a local model (the
     bundled alias, a folder or a hub id) since DPO trains it; ``generator_backend``: how candidates are
-    sampled (``transformers`` or ``vllm``). ``meta_judge``: a judge spec (a model string, a mapping of
+    sampled (``transformers`` or ``vllm``); ``generator_engine_args``: that backend's ``engine_args`` (e.g.
+    ``{dtype: auto}``), for the base generator and every trained one. ``meta_judge``: a judge spec (a model string, a mapping of
     JudgeConfig fields, or a judge YAML); ``meta``, ``generation``, ``preferences``: the sections of
     MetaJudgeConfig, GenerationConfig and PreferenceConfig (typed when the config is built);
     ``heldout``: a :class:`HeldoutConfig` (or null: no held-out evaluation). ``train_launcher``:
@@ -100,6 +101,7 @@ class LoopConfig:
     limit: int | None = None
     generator: str | None = None
     generator_backend: str = "transformers"
+    generator_engine_args: Mapping[str, Any] = field(default_factory=dict)
     meta_judge: Any = None
     meta: Any = None
     generation: Any = None
@@ -130,6 +132,9 @@ class LoopConfig:
         if self.generator_backend not in ("transformers", "vllm"):
             raise bad("generator_backend", f"must be 'transformers' or 'vllm' (DPO needs the weights), "
                       f"got {self.generator_backend!r}")
+        if not isinstance(self.generator_engine_args, Mapping):
+            raise bad("generator_engine_args", f"must be a mapping, got {self.generator_engine_args!r}")
+        object.__setattr__(self, "generator_engine_args", dict(self.generator_engine_args))
         if self.train_launcher not in LAUNCHERS:
             raise bad("train_launcher", f"must be one of {', '.join(LAUNCHERS)}, got {self.train_launcher!r}")
         if self.iterations < 1:
