@@ -314,10 +314,12 @@ def iteration_generators(out_dir: str | Path) -> list[tuple[str, dict[str, Any]]
     config = json.loads(state_file.read_text())["config"]
     gen = config.get("generation") or {}
 
+    engine_args = dict(config.get("generator_engine_args") or {})
+
     def spec(model: str) -> dict[str, Any]:
-        return {"model": model, "backend": config.get("generator_backend", "transformers"),
-                "engine_args": dict(config.get("generator_engine_args") or {}),
-                "verdict_mode": "generate", "max_tokens": int(gen.get("max_tokens", 1024))}
+        out = {"model": model, "backend": config.get("generator_backend", "transformers"),
+               "verdict_mode": "generate", "max_tokens": int(gen.get("max_tokens", 1024))}
+        return {**out, "engine_args": engine_args} if engine_args else out
 
     models = [("base", spec(str(config["generator"])))]
     i = 1
