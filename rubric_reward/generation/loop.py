@@ -195,8 +195,8 @@ def _default_factory(config: LoopConfig) -> Callable[[str, int], Any]:
 
     def make(model: str, iteration: int) -> Any:
         return JudgeConfig(model=model, name=f"generator-iter{iteration - 1}", backend=config.generator_backend,
-                           engine_args=config.generator_engine_args, verdict_mode="generate", max_tokens=gen.max_tokens, temperature=prefs.temperature,
-                           seed=prefs.seed)
+                           engine_args=config.generator_engine_args, verdict_mode="generate",
+                           max_tokens=gen.max_tokens, temperature=prefs.temperature, seed=prefs.seed)
 
     return make
 
@@ -313,7 +313,6 @@ def iteration_generators(out_dir: str | Path) -> list[tuple[str, dict[str, Any]]
         raise FileNotFoundError(f"{out}: not a dpo-loop folder (no loop.json)")
     config = json.loads(state_file.read_text())["config"]
     gen = config.get("generation") or {}
-
     engine_args = dict(config.get("generator_engine_args") or {})
 
     def spec(model: str) -> dict[str, Any]:

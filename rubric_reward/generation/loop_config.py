@@ -88,8 +88,8 @@ class LoopConfig:
     meta-judge); ``limit`` keeps the first N. ``generator``: the base generator, a local model (the
     bundled alias, a folder or a hub id) since DPO trains it; ``generator_backend``: how candidates are
     sampled (``transformers`` or ``vllm``); ``generator_engine_args``: that backend's ``engine_args`` (e.g.
-    ``{dtype: auto}``), for the base generator and every trained one. ``meta_judge``: a judge spec (a model string, a mapping of
-    JudgeConfig fields, or a judge YAML); ``meta``, ``generation``, ``preferences``: the sections of
+    ``{dtype: auto}``), for the base generator and every trained one. ``meta_judge``: a judge spec (a model
+    string, a mapping of JudgeConfig fields, or a judge YAML); ``meta``, ``generation``, ``preferences``: the sections of
     MetaJudgeConfig, GenerationConfig and PreferenceConfig (typed when the config is built);
     ``heldout``: a :class:`HeldoutConfig` (or null: no held-out evaluation). ``train_launcher``:
     ``python`` (a subprocess), ``accelerate`` (``accelerate launch`` with ``accelerate_args``) or

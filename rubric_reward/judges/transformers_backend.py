@@ -44,12 +44,12 @@ Report = Callable[[int, ChatReply], None]
 
 def resolve_dtype(name: str | None, device: str) -> str:
     """The weights' dtype for an ``engine_args.dtype`` value (None: bfloat16 on a GPU, float32 on a CPU)."""
-    if name is None:
-        return "bfloat16" if device == "cuda" else "float32"
-    if name != "auto":
+    if name not in (None, "auto"):
         return name
     if device == "cuda":
         return "bfloat16"
+    if name is None:
+        return "float32"
     import torch
 
     try:  # oneDNN's own test: AVX-512 (BW, VL, DQ) or AMX
@@ -101,7 +101,6 @@ class TransformersBackend(BatchingBackend):
         if dtype is not None and dtype not in _DTYPES:
             raise ValueError(f"judge {config.name!r}: engine_args.dtype must be one of {', '.join(_DTYPES)}, "
                              f"got {dtype!r}")
-        self.dtype: str | None = None  # resolved when the model loads
         self.stats = ForwardStats()
         self._model = model
         self._tokenizer = tokenizer
@@ -120,9 +119,9 @@ class TransformersBackend(BatchingBackend):
 
         path = resolve_model(self.config.model)
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.dtype = resolve_dtype(self.config.engine_args.get("dtype"), device)
+        dtype = getattr(torch, resolve_dtype(self.config.engine_args.get("dtype"), device))
         self._tokenizer = AutoTokenizer.from_pretrained(path)
-        self._model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype)).to(device).eval()
+        self._model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
 
     def prepare(self) -> None:
         if self._model is None:
@@ -279,5 +278,5 @@ class TransformersBackend(BatchingBackend):
 
     def describe(self) -> Mapping[str, Any]:
         """Token budget and what has gone through the model so far (for benchmarks and tests)."""
-        dtype = self.dtype or (str(self._model.dtype).removeprefix("torch.") if self._model is not None else None)
+        dtype = str(self._model.dtype).removeprefix("torch.") if self._model is not None else None
         return {"token_budget": self.token_budget, "dtype": dtype, **vars(self.stats)}
