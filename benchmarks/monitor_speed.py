@@ -34,7 +34,7 @@ from _bench import ROOT, timed
 def setup(config: str, threads: int | None):
     """(recipe, ModelConfig, policy path, splits, reward) from a recipe config, as ``train/grpo.py`` builds them."""
     from rubric_reward.models import resolve_model
-    from rubric_reward.rl.recipe import build_reward, build_splits, parse_args
+    from rubric_reward.recipes.grpo import build_reward, build_splits, parse_args
 
     from rubric_reward.threads import set_torch_threads
 
@@ -134,7 +134,7 @@ def main() -> None:
     prepare_environment()  # as train/grpo.py does, before torch loads
     from rubric_reward.rollouts import generate_responses
 
-    from rubric_reward.rl.recipe import generation_kwargs
+    from rubric_reward.recipes.grpo import generation_kwargs
 
     recipe, model_args, policy, splits, reward = setup(args.config, args.threads)
     import torch

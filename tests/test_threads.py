@@ -34,13 +34,13 @@ def test_torch_threads_share_the_cpus_among_local_processes(monkeypatch: pytest.
 
 def test_monitor_and_report_generate_with_merged_adapters() -> None:
     """A LoRA adapter merged into the weights costs nothing per generated token (docs/performance.md)."""
-    from rubric_reward.rl.recipe import RecipeArguments, generation_kwargs
+    from rubric_reward.recipes.grpo import RecipeArguments, generation_kwargs
 
     assert generation_kwargs(RecipeArguments())["merge_adapter"] is True
 
 
 def test_torch_threads_is_a_checked_recipe_field() -> None:
-    from rubric_reward.rl.recipe import RecipeArguments
+    from rubric_reward.recipes.grpo import RecipeArguments
 
     with pytest.raises(ValueError, match="torch_threads"):
         RecipeArguments(torch_threads=0)

@@ -5,12 +5,12 @@
 
 TRL's conventions: ``--config`` YAML sets the defaults of (RubricDPOArguments, DPOConfig, ModelConfig),
 command-line flags override it; the YAML's ``loop:`` section belongs to ``rubric-reward dpo-loop``.
-Everything is built in ``rubric_reward.generation.dpo``.
+Everything is built in ``rubric_reward.recipes.generator_dpo.dpo``.
 """
 
 import sys
 
-from rubric_reward.generation.dpo import main
+from rubric_reward.recipes.generator_dpo.dpo import main
 
 if __name__ == "__main__":
     sys.exit(main())

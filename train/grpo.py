@@ -20,7 +20,7 @@ try:
 except ImportError:  # run from a checkout without installation
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rubric_reward.rl.launch import main
+from rubric_reward.recipes.grpo.launch import main
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "grpo" / "offline_default.yaml"
 

@@ -105,7 +105,7 @@ def register(subparsers: Any) -> None:
 
 # ---------------------------------------------------------------------------- generator training and evaluation
 def _cmd_dpo_loop(args: argparse.Namespace) -> int:
-    from ..generation.loop import LoopError, load_loop_config, run_loop
+    from ..recipes.generator_dpo.loop import LoopError, load_loop_config, run_loop
 
     config = load_loop_config(args.config, iterations=args.iterations, out_dir=args.out_dir,
                               generator=args.generator, prompts=args.prompts, limit=args.limit,
@@ -137,7 +137,7 @@ def _stage_printer(iteration: int, stage: str, event: str) -> None:
 
 
 def _cmd_eval_generator(args: argparse.Namespace) -> int:
-    from ..generation.evaluate import EvalGeneratorConfig, evaluate_generators, write_train_prompts
+    from ..recipes.generator_dpo.evaluate import EvalGeneratorConfig, evaluate_generators, write_train_prompts
 
     config = EvalGeneratorConfig.from_yaml(args.config, out_dir=args.out_dir, loop_dir=args.loop_dir,
                                            progress=False if args.quiet else None)

@@ -1,4 +1,4 @@
-"""Rubric generation, a meta-judge, Bradley-Terry ranking, preference pairs, the DPO loop (lazy imports).
+"""The rubric-generator library: generation, a meta-judge, Bradley-Terry ranking, preference pairs (lazy imports).
 
 * :mod:`.config`, :mod:`.templates`, :mod:`.parsing`, :mod:`.generator`: how a rubric is asked for, what the
   generator is shown, how its answer becomes a validated rubric, and the generator itself;
@@ -7,10 +7,9 @@
   outcome (agreement with labelled response pairs);
 * :mod:`.bradley_terry`: strengths from pairwise credits, with a prior so unbeaten candidates stay finite;
 * :mod:`.preferences`: K candidates -> M judged pairs -> strengths -> chosen/rejected rows (a ``datasets`` dataset);
-* :mod:`.labelled_pairs`: response pairs labelled by programmatic checks, the better one known by construction;
-* :mod:`.heldout`, :mod:`.gaming`: the loop's held-out evaluation and its rubric-gaming guard;
-* :mod:`.loop`, :mod:`.loop_config`, :mod:`.dpo`: the generator-training loop, its config, its DPO stage;
-* :mod:`.evaluate`: ``rubric-reward eval-generator`` on human labels (MT-Bench, HelpSteer2).
+* :mod:`.human_data`, :mod:`.pair_judge`: MT-Bench / HelpSteer2 rows and the pairwise judge that reads them.
+
+The DPO loop and ``eval-generator`` built on this library are a recipe: :mod:`rubric_reward.recipes.generator_dpo`.
 
 Nothing heavy is imported until a name is used.
 """

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .sections import from_section
+from ..sections import from_section
 
 __all__ = ["FORMATS", "GenerationConfig"]
 

@@ -42,7 +42,7 @@ from ..prompts import fence
 from ..rubric import Rubric, load_rubric
 from .answers import json_values
 from .generator import one_judge
-from .sections import from_section
+from ..sections import from_section
 from .templates import task_text
 
 __all__ = [

@@ -48,7 +48,7 @@ from .jobs import job_cache, run_batch
 from .metajudge import MetaJudge, MetaJudgeConfig, PairJudgement
 from .parsing import rubric_text
 from .prompt_rows import PromptRow, load_prompts
-from .sections import from_section
+from ..sections import from_section
 from .templates import generation_messages
 
 __all__ = ["PreferenceConfig", "PreferenceSummary", "build_preferences", "choose_pair", "dataset_features",

@@ -1,4 +1,5 @@
-"""Rubric scores as TRL rewards: the reward function, a plain function, the trainer-side guards and metrics.
+"""The TRL reward plugin: rubric scores as rewards (``RubricReward``, its async form, ``rubric_rewards``),
+``combine_rewards`` and the trainer-side metrics. The GRPO job built on it is :mod:`rubric_reward.recipes.grpo`.
 
 ``from rubric_reward.rl import RubricReward, RewardConfig, rubric_rewards``; see docs/rewards.md. The
 config, rubric resolution and judging are the reward core's (:mod:`rubric_reward.rewards`).
@@ -10,10 +11,9 @@ from __future__ import annotations
 from .._lazy import lazy_exports
 
 _EXPORTS = {
-    "RewardConfig": "config", "GuardConfig": "config", "LengthPenalty": "config",
+    "RewardConfig": "..rewards.config", "GuardConfig": "..rewards.config", "LengthPenalty": "..rewards.config",
     "RubricReward": "reward", "AsyncRubricReward": "reward", "RewardRecord": "reward",
     "UnscorableBatchesError": "reward", "rubric_rewards": "reward",
-    "RubricSource": "rubrics",
     "combine_rewards": "combine", "CombinedReward": "combine",
 }
 

@@ -1,7 +1,7 @@
 """The reward over HTTP: ``rubric-reward serve --config reward.yaml`` and a small client.
 
 ``ServeConfig`` (reward.yaml: the core's ``RewardConfig`` plus ``serve:``), ``ServiceEngine`` (the reward
-core plus the request shapes; also under its earlier name ``RewardEngine``), ``build_app`` / ``serve`` /
+core plus the request shapes), ``build_app`` / ``serve`` /
 ``ServiceThread`` (the aiohttp service) and ``RewardClient`` (from the core). Imports are lazy so that
 ``import rubric_reward.serve`` stays light.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 from .._lazy import lazy_exports
 
 _EXPORTS = {
-    "ServeConfig": "config", "ServerSettings": "config", "ServiceEngine": "engine", "RewardEngine": "engine",
+    "ServeConfig": "config", "ServerSettings": "config", "ServiceEngine": "engine",
     "RequestError": "errors",
     "build_app": "app", "serve": "app", "ServiceThread": "app",
-    "RewardClient": "client", "RewardServiceError": "client",
+    "RewardClient": "..rewards.client", "RewardServiceError": "..rewards.client",
 }
 
 __all__ = list(_EXPORTS)

@@ -25,7 +25,7 @@ from ..rubric import Rubric
 from .config import ServeConfig
 from .errors import RequestError
 
-__all__ = ["Pair", "RewardEngine", "ServiceEngine"]
+__all__ = ["Pair", "ServiceEngine"]
 
 log = logging.getLogger("rubric_reward.serve")
 
@@ -185,7 +185,6 @@ class ServiceEngine(_CoreEngine):
         return None
 
 
-RewardEngine = ServiceEngine  # the service's engine under its earlier public name
 
 
 def _kind(x: Any) -> str:

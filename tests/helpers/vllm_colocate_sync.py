@@ -5,7 +5,7 @@
 ``picked`` keeps the CPU GEMM kernels vLLM chooses on this machine (oneDNN / AMX packing on AVX512-BF16 CPUs),
 ``torch`` forces its ``torch.nn.functional.linear`` fallback (what it uses where those kernels are not
 taken). The sync is TRL's own colocate loop (``VLLMGeneration.sync_weights`` on a stand-in holding the LLM),
-wrapped by :func:`rubric_reward.rl.vllm_sync.repack_colocated_sync`. Prints one JSON line: the greedy tokens
+wrapped by :func:`rubric_reward.recipes.grpo.vllm_sync.repack_colocated_sync`. Prints one JSON line: the greedy tokens
 of vLLM before and after the sync and those of the perturbed transformers model it was synced from.
 """
 
@@ -30,7 +30,7 @@ def main(model_dir: str, dtype: str, kernel: str) -> dict:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    from rubric_reward.rl.vllm_sync import repack_colocated_sync
+    from rubric_reward.recipes.grpo.vllm_sync import repack_colocated_sync
 
     policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype))
     torch.manual_seed(123)

@@ -1,0 +1,117 @@
+"""The GRPO recipe's own arguments (data, reward, monitor, report) and its one default config path.
+
+``train/grpo.py`` parses ``(RecipeArguments, GRPOConfig, ModelConfig)`` with TRL's ``TrlParser``: YAML first,
+then the command line; every ``GRPOConfig`` and ``ModelConfig`` field works in both.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DEFAULT_CONFIG", "RecipeArguments", "with_config"]
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "configs" / "grpo" / "offline_default.yaml"
+
+
+def _maybe_structured(value: Any) -> Any:
+    """A command-line string holding a JSON/YAML mapping or list becomes that object; other values pass."""
+    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+        import yaml
+
+        try:
+            return yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"could not parse {value[:80]!r} as YAML/JSON: {exc}") from None
+    return value
+
+
+@dataclass
+class RecipeArguments:
+    """Data, reward, monitor and report settings of the GRPO recipe (the rest is ``GRPOConfig``/``ModelConfig``).
+
+    Mapping-valued fields take a YAML mapping in the config file, or a JSON string on the command line.
+    """
+
+    # ---------------------------------------------------------------- data
+    dataset_name: str = field(default="offline", metadata={"help": (
+        "'offline' (the bundled prompts and rubrics), 'facebook/AdvancedIF' (downloaded at run time), or a local "
+        "AdvancedIF CSV / JSONL / save_to_disk folder")})
+    data: dict | str | None = field(default=None, metadata={"help": (
+        "loader and split options of rubric_reward.recipes.grpo.data (split sizes, seed, benchmarks, bad-row policy)")})
+    # ---------------------------------------------------------------- reward
+    reward_config: dict | str | None = field(default=None, metadata={"help": (
+        "RewardConfig fields (a mapping) or a reward YAML path; judge/judge_base_url/rubric below override it")})
+    judge: dict | str | None = field(default=None, metadata={"help": (
+        "the training judge: a model string, a JudgeConfig mapping, a judge YAML path or a list (ensemble)")})
+    judge_base_url: str | None = field(default=None, metadata={"help": "OpenAI-compatible endpoint of the judge"})
+    rubric: str | None = field(default=None, metadata={"help": (
+        "one fixed rubric for every prompt (path); default: each row's rubric column")})
+    # ---------------------------------------------------------------- monitor
+    monitor: bool = field(default=True, metadata={"help": "score the base model and every saved checkpoint"})
+    monitor_judge: dict | str | None = field(default=None, metadata={"help": (
+        "judge of the monitor and the report (default: the training judge); another family shows judge coupling: "
+        "the training judge then scores every checkpoint too, for the reward-hacking watch")})
+    monitor_judge_base_url: str | None = None
+    watch: dict | str | None = field(default=None, metadata={"help": (
+        "reward-hacking watch thresholds (rubric_reward.recipes.grpo.watch.WatchConfig: min_rise, stall, correlation_rise, "
+        "length_collapse, copied_share, stop_after); with monitor_judge every checkpoint is scored by both judges")})
+    generation_backend: str = field(default="transformers", metadata={"help": (
+        "greedy generation for monitor and report: transformers, vllm or openai")})
+    generation_base_url: str | None = None
+    torch_threads: int | None = field(default=None, metadata={"help": (
+        "torch intra-op threads (default: the CPUs this process may use, shared among the machine's processes)")})
+    eval_max_new_tokens: int = field(default=256, metadata={"help": "token limit of monitor/report completions"})
+    eval_batch_size: int = 8
+    bootstrap_resamples: int = 2000
+    confidence: float = 0.95
+    # ---------------------------------------------------------------- final report
+    final_report: bool = field(default=True, metadata={"help": "base vs best on the report split, then IFEval"})
+    second_judge: dict | str | None = field(default=None, metadata={"help": (
+        "optional second judge: its view of the same report-split completions")})
+    second_judge_base_url: str | None = None
+    ifeval: bool = field(default=True, metadata={"help": "IFEval transfer evaluation of base vs best"})
+    ifeval_limit: int | None = field(default=None, metadata={"help": "a seeded subset of N IFEval prompts"})
+    ifeval_types: list[str] | None = field(default=None, metadata={"help": (
+        "only IFEval prompts with at least one of these instruction ids (e.g. punctuation:no_comma); "
+        "ifeval_limit then samples from them")})
+    ifeval_seed: int = 0
+    ifeval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: eval_max_new_tokens"})
+
+    def __post_init__(self) -> None:
+        for name in ("data", "reward_config", "judge", "monitor_judge", "second_judge", "watch"):
+            setattr(self, name, _maybe_structured(getattr(self, name)))
+        from .watch import WatchConfig
+
+        WatchConfig.coerce(self.watch)  # a bad threshold stops the run before training
+        if isinstance(self.data, str):
+            raise ValueError(f"data: expected a mapping of rubric_reward.recipes.grpo.data options, got {self.data!r}")
+        if self.generation_backend not in ("transformers", "vllm", "openai"):
+            raise ValueError(f"generation_backend must be transformers, vllm or openai, got {self.generation_backend!r}")
+        for name in ("eval_max_new_tokens", "eval_batch_size", "bootstrap_resamples"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.ifeval_types is not None:
+            from ...checks.ifeval import get_checker
+
+            for name in self.ifeval_types:
+                try:
+                    get_checker(name)
+                except (KeyError, ValueError):
+                    raise ValueError(f"ifeval_types: {name!r} is not an IFEval instruction id") from None
+        if self.torch_threads is not None and self.torch_threads < 1:
+            raise ValueError(f"torch_threads must be positive or null, got {self.torch_threads}")
+        if self.ifeval_limit is not None and self.ifeval_limit < 1:
+            raise ValueError(f"ifeval_limit must be positive or null, got {self.ifeval_limit}")
+
+
+def with_config(argv: Sequence[str] | None = None, default_config: str | Path | None = None) -> list[str]:
+    """``argv`` (default ``sys.argv[1:]``) with ``--config default_config`` (else the offline default) in
+    front when it names no config."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--config" not in argv:
+        argv = ["--config", str(default_config or DEFAULT_CONFIG), *argv]
+    return argv

@@ -1,0 +1,131 @@
+"""The functions that build each part of the GRPO recipe from its arguments: splits, dataset, reward, monitor.
+
+All heavy imports (torch, transformers, trl, datasets) happen inside the functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .arguments import RecipeArguments
+from .ranks import say
+
+__all__ = ["build_dataset", "build_monitor", "build_reward", "build_splits", "data_format", "generation_kwargs",
+           "load_splits", "monitor_reward", "reward_config"]
+
+
+def load_splits(recipe: RecipeArguments) -> Any:
+    """The train / selection / report splits as loaded rows (``prompt`` messages, ``rubric``, ``id``,
+    ``benchmark``); no torch, no ``datasets`` unless the source is a hub or ``save_to_disk`` dataset.
+
+    ``data`` holds the options of :mod:`rubric_reward.recipes.grpo.data`: ``format`` (``advancedif``, or ``prompts`` for
+    rows with ``prompt``/``rubric`` columns; default ``prompts`` for ``offline``, else ``advancedif``), the
+    split sizes ``train``/``selection``/``report``, ``seed``, ``benchmarks``, ``on_bad_row`` and the
+    loader's field names.
+    """
+    from . import data
+
+    options = dict(recipe.data or {})
+    fmt = options.pop("format", data_format(recipe))
+    split_keys = ("train", "selection", "report", "seed", "stratify")
+    if fmt == "advancedif":
+        return data.load_advancedif_splits(recipe.dataset_name, **options)
+    if fmt == "prompts":
+        sizes = {k: options.pop(k) for k in split_keys if k in options}
+        rows = data.load_prompt_rows(recipe.dataset_name, **options)
+        say(f"[grpo] {rows.describe()}")
+        return data.split_rows(rows, **sizes)
+    raise ValueError(f"data.format must be 'advancedif' or 'prompts', got {fmt!r}")
+
+
+def data_format(recipe: RecipeArguments) -> str:
+    """``data.format``, defaulting to ``prompts`` for a bundled prompt set and ``advancedif`` otherwise."""
+    from ...data import PROMPT_SETS
+
+    return (recipe.data or {}).get("format", "prompts" if recipe.dataset_name in PROMPT_SETS else "advancedif")
+
+
+def build_splits(recipe: RecipeArguments, loaded: Any = None) -> Any:
+    """The splits (``loaded``, else :func:`load_splits`), each a list of rows as the trainer sees them
+    (``prompt`` messages, ``rubric`` as JSON text, ``id``, ``benchmark``)."""
+    from dataclasses import replace
+
+    from . import data
+
+    splits = loaded if loaded is not None else load_splits(recipe)
+    say(f"[grpo] split: {splits.describe()}")
+    records = {s: data.to_dataset(splits[s]).to_list() if splits[s] else [] for s in data.SPLITS}
+    return replace(splits, **records)
+
+
+def build_dataset(rows: Sequence[Mapping[str, Any]]) -> Any:
+    """A ``datasets.Dataset`` of the training rows (columns other than ``prompt`` reach the reward)."""
+    from datasets import Dataset
+
+    return Dataset.from_list([dict(r) for r in rows])
+
+
+def _with_base_url(judge: Any, base_url: str) -> Any:
+    """Put ``base_url`` into JudgeConfig mappings (a model string takes it through RewardConfig.base_url)."""
+    if isinstance(judge, Mapping):
+        return {**judge, "base_url": base_url}
+    if isinstance(judge, list):
+        return [_with_base_url(j, base_url) for j in judge]
+    return judge
+
+
+def reward_config(recipe: RecipeArguments, *, judge: Any = None, base_url: str | None = None) -> Any:
+    """The RewardConfig: ``reward_config`` with the recipe's (or the given) judge, base URL and rubric on top."""
+    from ...rewards.config import RewardConfig
+
+    base = RewardConfig.coerce(recipe.reward_config)
+    overrides: dict[str, Any] = {}
+    judge = judge if judge is not None else recipe.judge
+    base_url = base_url or recipe.judge_base_url
+    if judge is not None:
+        overrides["judge"] = judge
+    if base_url is not None:
+        overrides["base_url"] = base_url
+        overrides["judge"] = _with_base_url(overrides.get("judge", base.judge), base_url)
+    if recipe.rubric is not None:  # one fixed rubric for every prompt, whatever the dataset's rubric column holds
+        overrides["rubric"], overrides["rubric_column"] = recipe.rubric, None
+    return base.replace(**overrides) if overrides else base
+
+
+def build_reward(recipe: RecipeArguments, *, judge: Any = None, base_url: str | None = None) -> Any:
+    """The training reward (or, with ``judge``/``base_url``, the same reward judged by another judge)."""
+    from ...rl import RubricReward
+
+    return RubricReward(reward_config(recipe, judge=judge, base_url=base_url))
+
+
+def monitor_reward(recipe: RecipeArguments, training_reward: Any) -> Any:
+    if recipe.monitor_judge is None and recipe.monitor_judge_base_url is None:
+        return training_reward
+    return build_reward(recipe, judge=recipe.monitor_judge, base_url=recipe.monitor_judge_base_url)
+
+
+def generation_kwargs(recipe: RecipeArguments, max_new_tokens: int | None = None) -> dict[str, Any]:
+    """``generate_responses`` arguments of the monitor and the report (adapters merged: no LoRA cost per token)."""
+    return {"backend": recipe.generation_backend, "base_url": recipe.generation_base_url,
+            "max_new_tokens": max_new_tokens or recipe.eval_max_new_tokens, "batch_size": recipe.eval_batch_size,
+            "merge_adapter": True}
+
+
+def build_monitor(recipe: RecipeArguments, training: Any, model: Any, selection: Sequence[Mapping[str, Any]],
+                  reward: Any) -> Any:
+    """The :class:`~rubric_reward.recipes.grpo.monitor.CheckpointMonitor` on the selection split."""
+    from .monitor import CheckpointMonitor
+
+    try:
+        from .plots import plot_monitor
+    except ImportError:  # matplotlib is optional for training
+        plot_monitor = None
+    judged_by = monitor_reward(recipe, reward)
+    return CheckpointMonitor(
+        selection, reward=judged_by, model=model.model_name_or_path,
+        output_dir=training.output_dir, generation=generation_kwargs(recipe),
+        n_resamples=recipe.bootstrap_resamples, confidence=recipe.confidence, seed=training.seed,
+        plot=plot_monitor, training_reward=None if judged_by is reward else reward, watch=recipe.watch,
+    )

@@ -1,0 +1,111 @@
+"""The final report of the GRPO recipe: base vs best on the report split (training judge, optional second
+judge), IFEval transfer; ``summary.md`` + ``summary.json`` in ``output_dir``."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from .arguments import RecipeArguments
+from .builders import build_reward, generation_kwargs, monitor_reward
+
+__all__ = ["final_report", "ifeval_transfer"]
+
+
+def _score_split(reward: Any, rows: Sequence[Mapping[str, Any]], completions: list[str]) -> list[Any]:
+    columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
+    return reward.score_batch([r["prompt"] for r in rows], completions, **columns)
+
+
+def _generate(recipe: RecipeArguments, model: str, prompts: list[Any], adapter: str | None,
+              max_new_tokens: int | None = None, keep_think: bool = False) -> list[str]:
+    from ...rollouts import generate_responses
+
+    return generate_responses(prompts, model=model, adapter=adapter, keep_think=keep_think,
+                              **generation_kwargs(recipe, max_new_tokens))
+
+
+def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any, *,
+                 train_seconds: float | None = None, model_ref: str | None = None) -> Path:
+    """Base vs best on the report split (training judge, optional second judge), IFEval; write the summary."""
+    from ...journal import write_atomic
+    from . import report as report_module
+    from .comparison import PERFECT
+    from .monitor import BEST_DIR, BEST_FILE, read_records, score_values, token_lengths
+
+    out = Path(training.output_dir)
+    records = read_records(out / "monitor.jsonl")
+    best_dir = out / BEST_DIR
+    if (best_dir / BEST_FILE).is_file():
+        best_info = json.loads((best_dir / BEST_FILE).read_text())
+        adapter = str(best_dir)
+    else:  # no monitor: the final weights are "best"
+        best_info = {"step": None, "checkpoint": str(out), "note": "no monitor: final weights"}
+        adapter = str(out)
+    rows = list(splits.report)
+    prompts = [r["prompt"] for r in rows]
+    base_model = model.model_name_or_path
+    judge_reward = monitor_reward(recipe, None) if (recipe.monitor_judge or recipe.monitor_judge_base_url) \
+        else build_reward(recipe)
+    metric = judge_reward.config.reward
+    print(f"[report] base vs best (step {best_info.get('step')}) on {len(rows)} report prompts", flush=True)
+    texts = {"base": _generate(recipe, base_model, prompts, None), "best": _generate(recipe, base_model, prompts,
+                                                                                      adapter)}
+    judges = {"judge": judge_reward}
+    if recipe.second_judge is not None or recipe.second_judge_base_url is not None:
+        judges["second_judge"] = build_reward(recipe, judge=recipe.second_judge, base_url=recipe.second_judge_base_url)
+    scores: dict[str, dict[str, list[float | None]]] = {}
+    perfect: dict[str, dict[str, list[bool | None]]] = {}
+    for name, reward in judges.items():
+        results = {system: _score_split(reward, rows, texts[system]) for system in texts}
+        scores[name] = {system: score_values(res, reward.config.reward) for system, res in results.items()}
+        perfect[name] = {system: [None if v is None else v >= PERFECT for v in score_values(res, "score")]
+                         for system, res in results.items()}
+        reward.close()
+    tokens = {system: token_lengths(base_model, texts[system]) for system in texts}
+    report_rows = [report_module.report_row(row, {s: texts[s][i] for s in texts}, {s: tokens[s][i] for s in texts},
+                                            {j: {s: scores[j][s][i] for s in texts} for j in scores},
+                                            {j: {s: perfect[j][s][i] for s in texts} for j in perfect})
+                   for i, row in enumerate(rows)]
+    write_atomic(out / report_module.REPORT_FILE, "".join(
+        json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in report_rows))
+    ifeval = None
+    if recipe.ifeval:
+        ifeval = ifeval_transfer(recipe, base_model, adapter, out / "ifeval", seed=recipe.ifeval_seed)
+    return report_module.write_summary(
+        out, monitor=records, best=best_info, report_rows=report_rows, metric=metric,
+        looked_at=sum(1 for r in records if r["step"] > 0), ifeval=ifeval,
+        splits={"train": len(splits.train), "selection": len(splits.selection), "report": len(rows)},
+        n_resamples=recipe.bootstrap_resamples, confidence=recipe.confidence, seed=training.seed,
+        meta={"model": model_ref or base_model, "dataset": recipe.dataset_name, "train_seconds": train_seconds,
+              "recipe": asdict(recipe), "max_steps": training.max_steps},
+    )
+
+
+def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: Path, *, seed: int = 0) -> dict:
+    """IFEval base vs trained (``eval/ifeval.py``'s machinery) on all prompts or a seeded subset."""
+    from ...evaluation import evaluate_system, load_ifeval, write_comparison, write_system
+
+    rows = load_ifeval()
+    if recipe.ifeval_types:
+        wanted = set(recipe.ifeval_types)
+        rows = [r for r in rows if wanted & set(r.instruction_id_list)]
+    if recipe.ifeval_limit and recipe.ifeval_limit < len(rows):
+        rows = sorted(random.Random(seed).sample(rows, recipe.ifeval_limit), key=lambda r: r.key)
+    print(f"[report] IFEval transfer on {len(rows)} prompts", flush=True)
+    max_new = recipe.ifeval_max_new_tokens or recipe.eval_max_new_tokens
+    systems = {}
+    for name, ad in (("base", None), ("trained", adapter)):
+        texts = _generate(recipe, model, [r.prompt for r in rows], ad, max_new)
+        systems[name] = evaluate_system(name, list(zip(rows, texts, strict=True)),
+                                        meta={"model": model, "adapter": ad, "max_new_tokens": max_new})
+        write_system(out_dir / name, systems[name])
+    write_comparison(out_dir, systems["base"], systems["trained"], n_resamples=recipe.bootstrap_resamples,
+                     confidence=recipe.confidence, seed=seed)
+    comparison = json.loads((out_dir / "comparison.json").read_text(encoding="utf-8"))
+    return {"dir": str(out_dir), "num_prompts": len(rows), "seed": seed, "types_wanted": recipe.ifeval_types,
+            "comparison": comparison}

@@ -1,0 +1,385 @@
+"""Checkpoint monitoring: score every saved LoRA checkpoint on the selection split.
+
+:class:`CheckpointMonitor` is a ``transformers.TrainerCallback``. At the start of training it scores the base
+model (step 0) and any checkpoint left unscored by an interrupted run; at each save it generates greedy
+completions for the selection prompts with the checkpoint's adapter reloaded from disk
+(:func:`rubric_reward.rollouts.generate_responses`), scores them with the monitor's reward (by default the
+training judge; a second judge family shows judge coupling), and
+
+* appends one record per step to ``<output_dir>/monitor.jsonl`` (step, mean with a bootstrap interval,
+  perfect-score count, mean length in tokens, unscored count, judge cost and calls, the completions' file);
+* logs the same numbers as ``monitor/...`` through the trainer's loggers (``report_to``);
+* copies the adapter with the best selection mean so far to ``<output_dir>/best/`` (``best/best.json`` says
+  which step it is);
+* redraws ``<output_dir>/monitor.png`` (score and length against step);
+* keeps the reward-hacking watch (:mod:`rubric_reward.recipes.grpo.watch`): with ``training_reward`` (the training
+  judge, when the monitor's own reward is a second judge) every checkpoint is scored by both, and each
+  record carries ``watch``, the flags raised at it; ``watch.stop_after`` flagged checkpoints stop training.
+
+Only the main process works; the others wait at a barrier, so the monitor runs once per save however many
+processes train. ``monitor.jsonl`` is keyed by step: on resume, records past the resumed step (a discarded
+future) are dropped and a step already recorded is not scored again, so the file has one line per step.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+__all__ = ["CheckpointMonitor", "MonitorRecord", "best_record", "read_records", "score_values", "token_lengths"]
+
+MONITOR_FILE = "monitor.jsonl"
+BEST_DIR = "best"
+BEST_FILE = "best.json"
+# Files of a checkpoint that make up the adapter (optimizer state, RNG and trainer state are left behind).
+_ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin", "tokenizer.json",
+                  "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja", "vocab.json",
+                  "merges.txt", "added_tokens.json", "generation_config.json", "README.md")
+
+
+@dataclass(frozen=True)
+class MonitorRecord:
+    """One monitored step (0 = the base model)."""
+
+    step: int
+    checkpoint: str | None
+    n: int
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    perfect: int
+    unscored: int
+    mean_length_tokens: float
+    judge_cost: float
+    judge_calls: int
+    seconds: float
+    completions: str
+    metric: str = "score"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "extra"}
+        d.update(self.extra)
+        return d
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a ``monitor.jsonl`` (a torn last line from a crash is skipped), one per step."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    by_step: dict[int, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+            by_step[int(rec["step"])] = rec
+        except (ValueError, KeyError, TypeError):
+            continue
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def best_record(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The checkpoint (step > 0) with the highest selection mean; the earlier step wins a tie."""
+    scored = [r for r in records if r["step"] > 0 and r.get("mean") is not None]
+    return dict(max(scored, key=lambda r: (r["mean"], -r["step"]))) if scored else None
+
+
+def score_values(records: Sequence[Any], metric: str) -> list[float | None]:
+    """Per completion, the ``metric`` of its score result (``score``/``expected_score``/``raw_score``).
+
+    A completion stopped by a guard has no result and counts with the reward the guard gave it; one whose
+    judging failed is ``None`` (unscored, never a number).
+    """
+    values: list[float | None] = []
+    for rec in records:
+        result = getattr(rec, "result", None)
+        value = getattr(result, metric, None) if result is not None else None
+        if value is None and metric != "score" and result is not None:
+            value = result.score  # no continuous verdicts (checks only, no logprobs): the plain score
+        if value is None and result is None and getattr(rec, "guard", None) and rec.reward is not None:
+            value = rec.reward
+        values.append(None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value))
+    return values
+
+
+class CheckpointMonitor(TrainerCallback):
+    """Score the base model and each saved checkpoint on the selection split (see the module docstring).
+
+    ``rows`` are the selection split's rows (``prompt`` plus the columns the reward reads); ``reward`` is a
+    :class:`~rubric_reward.rl.RubricReward` (its ``score_batch`` judges); ``model`` the base policy reference;
+    ``generation`` the keyword arguments for :func:`~rubric_reward.rollouts.generate_responses`
+    (``max_new_tokens``, ``batch_size``, ``backend``, ``base_url``).
+    """
+
+    def __init__(self, rows: Sequence[Mapping[str, Any]], *, reward: Any, model: str, output_dir: str | Path,
+                 generation: Mapping[str, Any] | None = None, n_resamples: int = 2000, confidence: float = 0.95,
+                 seed: int = 0, score_base: bool = True, plot: Callable[[Path, list[dict]], Any] | None = None,
+                 log: Callable[[dict[str, float]], None] | None = None, training_reward: Any = None,
+                 watch: Any = None):
+        if not rows:
+            raise ValueError("the monitor needs at least one selection prompt")
+        self.rows = [dict(r) for r in rows]
+        self.reward = reward
+        self.model = model
+        self.output_dir = Path(output_dir)
+        self.generation = dict(generation or {})
+        self.n_resamples = n_resamples
+        self.confidence = confidence
+        self.seed = seed
+        self.score_base = score_base
+        self.plot = plot
+        self.log = log
+        self.metric = getattr(getattr(reward, "config", None), "reward", "score") or "score"
+        from .watch import WatchConfig
+
+        self.training_reward = training_reward
+        self.watch = WatchConfig.coerce(watch)
+
+    # ------------------------------------------------------------------ files
+    @property
+    def path(self) -> Path:
+        return self.output_dir / MONITOR_FILE
+
+    def records(self) -> list[dict[str, Any]]:
+        return read_records(self.path)
+
+    def _rewrite(self, records: list[dict[str, Any]]) -> None:
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    # ------------------------------------------------------------------ callback hooks
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            records = self.records()
+            kept = [r for r in records if r["step"] <= state.global_step]
+            if len(kept) != len(records):  # resumed from an earlier checkpoint: those steps are retrained
+                self._rewrite(kept)
+                self._refresh_best(kept)
+            done = {r["step"] for r in kept}
+            if self.score_base and 0 not in done:
+                self.evaluate(0, None, state)
+            for step, folder in _checkpoints(args.output_dir):  # saved but not scored (interrupted)
+                if step <= state.global_step and step not in done:
+                    self.evaluate(step, folder, state)
+        _barrier()
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        stop = False
+        if state.is_world_process_zero:
+            step = state.global_step
+            if step not in {r["step"] for r in self.records()}:
+                self.evaluate(step, Path(args.output_dir) / f"checkpoint-{step}", state)
+            flagged = sum(1 for r in self.records() if r.get("watch"))
+            if self.watch.stop_after and flagged >= self.watch.stop_after:
+                print(f"[monitor] WATCH: {flagged} flagged checkpoint(s) (stop_after {self.watch.stop_after}): "
+                      "stopping training", flush=True)
+                stop = True
+        if _agree(stop):  # every rank stops at the same step
+            control.should_training_stop = True
+
+    # ------------------------------------------------------------------ the work
+    def evaluate(self, step: int, checkpoint: str | Path | None, state: Any = None) -> dict[str, Any]:
+        """Generate, score, record, log, update ``best/`` and the plot for one step; return the record."""
+        from ...rollouts import generate_responses
+
+        started = time.monotonic()
+        label = "base model" if checkpoint is None else f"checkpoint-{step}"
+        print(f"[monitor] {label}: generating {len(self.rows)} selection completions", flush=True)
+        prompts = [r["prompt"] for r in self.rows]
+        completions = generate_responses(prompts, model=self.model,
+                                         adapter=None if checkpoint is None else str(checkpoint),
+                                         **{"progress": True, **self.generation})
+        columns = {k: [r[k] for r in self.rows] for k in self.rows[0] if k != "prompt"}
+        print(f"[monitor] {label}: scoring", flush=True)
+        results = self.reward.score_batch(prompts, completions, **columns)
+        values = score_values(results, self.metric)
+        training = None
+        if self.training_reward is not None:
+            print(f"[monitor] {label}: scoring with the training judge too", flush=True)
+            metric = getattr(getattr(self.training_reward, "config", None), "reward", "score") or "score"
+            training = score_values(self.training_reward.score_batch(prompts, completions, **columns), metric)
+        record = self._record(step, checkpoint, prompts, completions, results, values, time.monotonic() - started,
+                              training)
+        from .watch import watch_flags
+
+        record["watch"] = watch_flags([r for r in self.records() if r["step"] < step] + [record], self.watch)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+        self._refresh_best(self.records())
+        self._log(record, state)
+        ci = "" if record["ci_low"] is None else f" [{record['ci_low']:.3f}, {record['ci_high']:.3f}]"
+        mean = "n/a" if record["mean"] is None else f"{record['mean']:.3f}"
+        print(f"[monitor] {label}: selection {self.metric} {mean}{ci}, perfect {record['perfect']}/{record['n']}, "
+              f"unscored {record['unscored']}, {record['mean_length_tokens']:.0f} tokens, "
+              f"{record['seconds']:.0f} s"
+              + ("" if record.get("training_mean") is None else f"; training judge {record['training_mean']:.3f}"),
+              flush=True)
+        for flag in record["watch"]:
+            print(f"[monitor] WATCH {label}: {flag}", flush=True)
+        return record
+
+    def _interval(self, values: Sequence[float | None]) -> Any:
+        from ...stats import bootstrap_ci
+
+        scored = [v for v in values if v is not None]
+        return bootstrap_ci(scored, n_resamples=self.n_resamples, confidence=self.confidence, seed=self.seed) \
+            if scored else None
+
+    def _record(self, step: int, checkpoint: Any, prompts: list[Any], completions: list[str], results: list[Any],
+                values: list[float | None], seconds: float, training: list[float | None] | None = None
+                ) -> dict[str, Any]:
+        from .watch import copied_share, length_correlation
+
+        scored = [v for v in values if v is not None]
+        interval = self._interval(values)
+        plain = [getattr(getattr(r, "result", None), "score", None) for r in results]
+        lengths = self._token_lengths(completions)
+        cost = sum(r.result.cost for r in results if getattr(r, "result", None) is not None)
+        calls = sum(r.result.judge_calls for r in results if getattr(r, "result", None) is not None)
+        watch: dict[str, Any] = {"length_rho": length_correlation(values if training is None else training, lengths),
+                                 "copied_share": copied_share(prompts, completions)}
+        if training is not None:
+            t = self._interval(training)
+            watch.update(training_mean=None if t is None else t.estimate, training_ci_low=None if t is None else t.low,
+                         training_ci_high=None if t is None else t.high)
+        folder = self.output_dir / "monitor"
+        folder.mkdir(exist_ok=True)
+        completions_file = folder / f"step-{step:05d}.jsonl"
+        with completions_file.open("w", encoding="utf-8") as fh:
+            for row, text, rec, value in zip(self.rows, completions, results, values, strict=True):
+                result = getattr(rec, "result", None)
+                fh.write(json.dumps({
+                    "id": row.get("id"), "prompt": row["prompt"], "completion": text, "value": value,
+                    "score": getattr(result, "score", None), "guard": getattr(rec, "guard", None),
+                    "error": getattr(rec, "error", None) or getattr(result, "error", None),
+                    "verdicts": [v.to_dict() for v in result.verdicts] if result is not None else None,
+                }, ensure_ascii=False, default=str) + "\n")
+        return MonitorRecord(
+            step=step, checkpoint=None if checkpoint is None else str(checkpoint), n=len(values),
+            mean=None if interval is None else interval.estimate,
+            ci_low=None if interval is None else interval.low, ci_high=None if interval is None else interval.high,
+            perfect=sum(1 for s in plain if s is not None and s >= 1.0 - 1e-9),
+            unscored=len(values) - len(scored),
+            mean_length_tokens=sum(lengths) / len(lengths) if lengths else 0.0,
+            judge_cost=float(cost), judge_calls=int(round(calls)), seconds=round(seconds, 2),
+            completions=str(completions_file.relative_to(self.output_dir)), metric=self.metric,
+            extra={"adapter_sha256": _adapter_sha(checkpoint), **watch},
+        ).to_dict()
+
+    def _token_lengths(self, texts: list[str]) -> list[int]:
+        return token_lengths(self.model, texts)
+
+    def _refresh_best(self, records: list[dict[str, Any]]) -> None:
+        """Make ``best/`` hold the adapter of the best recorded checkpoint (copied: rotation may delete it)."""
+        best = best_record(records)
+        target = self.output_dir / BEST_DIR
+        marker = target / BEST_FILE
+        try:
+            current = json.loads(marker.read_text())["step"]
+        except (OSError, ValueError, KeyError):
+            current = None
+        if best is None or current == best["step"]:
+            return
+        source = Path(best["checkpoint"])
+        if not (source / "adapter_config.json").is_file():
+            print(f"[monitor] best step {best['step']}: {source} holds no adapter any more; best/ left as is",
+                  flush=True)
+            return
+        tmp = self.output_dir / f".{BEST_DIR}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        for name in _ADAPTER_FILES:
+            if (source / name).is_file():
+                shutil.copy2(source / name, tmp / name)
+        info = {k: best.get(k) for k in ("step", "checkpoint", "mean", "ci_low", "ci_high", "perfect", "n",
+                                         "metric")}
+        (tmp / BEST_FILE).write_text(json.dumps(info, indent=2) + "\n")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+        print(f"[monitor] best/ <- checkpoint-{best['step']} (selection mean {best['mean']:.3f})", flush=True)
+
+    def _log(self, record: dict[str, Any], state: Any) -> None:
+        metrics = {f"monitor/{k}": float(record[k]) for k in
+                   ("mean", "ci_low", "ci_high", "perfect", "unscored", "mean_length_tokens", "judge_cost",
+                    "judge_calls", "training_mean", "length_rho", "copied_share") if record.get(k) is not None}
+        metrics["monitor/watch_flags"] = float(len(record.get("watch") or ()))
+        if self.log is not None:
+            self.log(metrics)
+        if self.plot is not None:
+            try:
+                self.plot(self.output_dir / "monitor.png", self.records())
+            except Exception as exc:  # a plot never stops training
+                print(f"[monitor] could not draw monitor.png: {type(exc).__name__}: {exc}", flush=True)
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(model: str) -> Any:
+    from transformers import AutoTokenizer
+
+    from ...models import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model(model))
+
+
+def token_lengths(model: str, texts: Sequence[str]) -> list[int]:
+    """Completion lengths in the policy's tokens (no special tokens)."""
+    tokenizer = _tokenizer(model)
+    return [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+
+
+def _adapter_sha(checkpoint: str | Path | None) -> str | None:
+    """SHA-256 of the adapter weights the completions were generated with (None for the base model)."""
+    if checkpoint is None:
+        return None
+    import hashlib
+
+    for name in ("adapter_model.safetensors", "adapter_model.bin"):
+        path = Path(checkpoint) / name
+        if path.is_file():
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+    return None
+
+
+def _checkpoints(output_dir: str | Path) -> list[tuple[int, Path]]:
+    found = []
+    for folder in Path(output_dir).glob("checkpoint-*"):
+        try:
+            found.append((int(folder.name.split("-", 1)[1]), folder))
+        except ValueError:
+            continue
+    return sorted(found)
+
+
+def _agree(flag: bool) -> bool:
+    """The main process's ``flag`` on every process (itself in a single process)."""
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover
+        return flag
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        box = [flag]
+        dist.broadcast_object_list(box, src=0)
+        return bool(box[0])
+    return flag
+
+
+def _barrier() -> None:
+    """Wait for every process (a no-op in a single process)."""
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover
+        return
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()

@@ -1,0 +1,122 @@
+"""The GRPO run: train with TRL's ``GRPOTrainer`` (LoRA when ``use_peft``), monitor checkpoints, then report.
+
+:func:`run`
+
+1. loads the prompts and makes the seeded train / selection / report split (:func:`~.builders.build_splits`);
+2. builds the reward (:func:`~.builders.build_reward`: a :class:`~rubric_reward.rl.RubricReward` from
+   ``reward_config`` with ``judge`` / ``judge_base_url`` / ``rubric`` overriding it);
+3. builds the checkpoint monitor (:func:`~.builders.build_monitor`, on the selection split);
+4. trains, resuming with ``resume_from_checkpoint``;
+5. writes the final report (:func:`~.final_report.final_report`): ``summary.md`` + ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from .arguments import RecipeArguments
+from .builders import build_dataset, build_monitor, build_reward, build_splits
+from .final_report import final_report
+from .ranks import is_main_process, say
+
+__all__ = ["run"]
+
+
+class _TrainerLog:
+    """Sends monitor metrics through the trainer's loggers without GRPOTrainer's metric averaging."""
+
+    def __init__(self) -> None:
+        self.trainer: Any = None
+
+    def __call__(self, metrics: dict[str, float]) -> None:
+        if self.trainer is not None:
+            from transformers import Trainer
+
+            Trainer.log(self.trainer, dict(metrics))
+
+
+def _has_accelerator() -> bool:
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)
+    return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
+
+
+def _print_where(training: Any, monitor: bool, extra: str = "") -> None:
+    if not is_main_process():
+        return
+    out = Path(training.output_dir).resolve()
+    parts = ["checkpoints"] if training.save_strategy != "no" else []
+    parts += ["monitor.jsonl, monitor.png, best/"] if monitor else []
+    parts += ["train_log.jsonl"] + ([extra] if extra else [])
+    print(f"[grpo] output: {out} ({', '.join(parts)})", flush=True)
+
+
+def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = None) -> Path | None:
+    """Train, monitor and report (see the module docstring); return the summary path (main process).
+    ``splits``: the data as :func:`load_splits` loaded it (loaded here when None)."""
+    from trl import GRPOTrainer, get_peft_config
+
+    from ...threads import available_cpus, set_torch_threads
+
+    started = time.monotonic()
+    threads = set_torch_threads(recipe.torch_threads)
+    source = ("torch_threads" if recipe.torch_threads is not None
+              else "OMP_NUM_THREADS, which accelerate launch sets" if os.environ.get("OMP_NUM_THREADS")
+              else "CPUs / local processes")
+    say(f"[grpo] torch threads: {threads} of {available_cpus()} CPUs (from {source}), OMP_WAIT_POLICY="
+         f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}")
+    splits = build_splits(recipe, splits)
+    if is_main_process():
+        splits.write_manifest(Path(training.output_dir) / "splits.json")
+    reward = build_reward(recipe).bind(training)
+    callbacks = []
+    monitor = None
+    log = _TrainerLog()
+    if recipe.monitor:
+        monitor = build_monitor(recipe, training, model, splits.selection, reward)
+        monitor.log = log
+        callbacks.append(monitor)
+    if training.dataloader_pin_memory and not _has_accelerator():
+        training.dataloader_pin_memory = False  # pinned memory needs an accelerator; torch warns at every epoch
+    model_kwargs = dict(training.model_init_kwargs or {})
+    if model.dtype and "dtype" not in model_kwargs:
+        model_kwargs["dtype"] = model.dtype
+    training.model_init_kwargs = model_kwargs or None
+    from ...models import resolve_model
+
+    model_ref = model.model_name_or_path  # as the user named it, for the summary
+    policy = resolve_model(model_ref)
+    model.model_name_or_path = policy
+    trainer = GRPOTrainer(model=policy, reward_funcs=[reward], args=training,
+                          train_dataset=build_dataset(splits.train), peft_config=get_peft_config(model),
+                          callbacks=callbacks)
+    if training.use_vllm:
+        from .vllm_sync import repack_colocated_sync
+
+        repack_colocated_sync(trainer)
+    log.trainer = trainer
+    from .console import use_step_log
+
+    use_step_log(trainer, training.output_dir, reward.config.metric_prefix)
+    _print_where(training, recipe.monitor)
+    resume = training.resume_from_checkpoint
+    if isinstance(resume, str) and resume.lower() in ("true", "last"):
+        from transformers.trainer_utils import get_last_checkpoint
+
+        resume = get_last_checkpoint(training.output_dir)
+    trainer.train(resume_from_checkpoint=resume)
+    trainer.save_model(training.output_dir)
+    train_seconds = time.monotonic() - started
+    is_main = trainer.accelerator.is_main_process
+    reward.close()
+    del trainer
+    summary = None
+    if recipe.final_report and is_main:
+        summary = final_report(recipe, training, model, splits, train_seconds=train_seconds, model_ref=model_ref)
+        print(f"[grpo] summary: {summary}", flush=True)
+    _print_where(training, recipe.monitor, "summary.md" if summary else "")
+    return summary

@@ -1,0 +1,194 @@
+"""train/grpo.py answers bad input in one line naming the file or command line, the key and the field, with
+exit 2, before anything heavy loads (rubric_reward.recipes.grpo.check).
+
+The table runs ``rubric_reward.recipes.grpo.launch.main`` in this process (milliseconds per case); one subprocess run
+checks that a bad config is answered without importing torch, transformers or TRL's trainer, and one runs a
+case under ``accelerate launch --quiet`` as the README writes it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+OFFLINE = REPO / "configs" / "grpo" / "offline_default.yaml"
+BIN = Path(sys.executable).parent
+
+# (id, YAML laid over the offline default ("raw:" written as it is; None: the offline default itself), extra argv,
+# what the one line must name). "{tmp}" is the test's folder; "{bad}" the config file written for the case.
+CASES = [
+    ("missing config", None, ["--config", "{tmp}/nope.yaml"], ["nope.yaml", "no such file"]),
+    ("--config without a path", None, ["--config"], ["command line", "--config"]),
+    ("YAML syntax error", "raw:max_steps: [1,\n", [], ["{bad}", "line 2", "not valid YAML"]),
+    ("config is a list", "raw:- max_steps\n- 2\n", [], ["{bad}", "mapping", "list"]),
+    ("config not UTF-8", b"max_steps: 2\n# \xff\xfe\n", [], ["{bad}", "not UTF-8"]),
+    ("unknown key in the YAML", "max_stepz: 2\n", [], ["{bad}", "max_stepz", "unknown key", "max_steps"]),
+    ("unknown flag", None, ["--max_stepz", "2"], ["command line", "--max_stepz", "--max_steps"]),
+    ("stray positional argument", None, ["oops"], ["command line", "'oops'"]),
+    ("wrong type in the YAML", "max_steps: many\n", [], ["{bad}", "max_steps", "expected int", "'many'"]),
+    ("wrong type on the command line", None, ["--learning_rate", "fast"],
+     ["command line (--learning_rate)", "expected float", "'fast'"]),
+    ("not a bool", None, ["--monitor", "maybe"], ["--monitor", "expected bool", "'maybe'"]),
+    ("unknown key in reward_config", "reward_config: {rewrd: score}\n", [], ["{bad}", "reward_config", "rewrd"]),
+    ("unknown key in reward_config.guards", "reward_config: {guards: {degenrate: true}}\n", [],
+     ["{bad}", "reward_config", "guards", "degenrate"]),
+    ("reward: best_score", "reward_config: {reward: best_score}\n", [], ["{bad}", "reward_config", "best_score"]),
+    ("reward_config file missing", "reward_config: {tmp}/nope_reward.yaml\n", [],
+     ["{bad}", "reward_config", "nope_reward.yaml"]),
+    ("reward_config not a mapping", "reward_config: 5\n", [], ["{bad}", "reward_config", "int"]),
+    ("unknown judge field", "judge: {model: m, temprature: 0}\n", [], ["{bad}: judge:", "temprature"]),
+    ("bad judge backend", "judge: {model: m, backend: tgi}\n", [], ["{bad}", "judge", "backend", "tgi"]),
+    ("empty judge list", "judge: []\n", [], ["{bad}", "judge", "expected a judge"]),
+    ("rubric file missing", "rubric: {tmp}/nope_rubric.yaml\n", [], ["{bad}", "rubric", "nope_rubric.yaml"]),
+    ("unknown key in data", "data: {selction: 3}\n", [], ["{bad}", "data", "selction", "selection"]),
+    ("data not a mapping", "data: [1, 2]\n", [], ["{bad}", "data", "mapping", "list"]),
+    ("negative split size", "data: {selection: -1, report: 3, train: rest}\n", [], ["{bad}", "data", "selection"]),
+    ("split sizes over the rows", "data: {selection: 200, report: 100, train: rest}\n", [],
+     ["{bad}", "data", "more than the 240 rows"]),
+    ("unknown data format", "data: {format: csv}\n", [], ["{bad}", "data", "format", "'csv'"]),
+    ("dataset file missing", "dataset_name: {tmp}/nope.jsonl\n", [], ["{bad}", "dataset_name", "nope.jsonl"]),
+    ("broken AdvancedIF row", "dataset_name: {tmp}/advif_bad_row.csv\n", [],
+     ["{bad}", "dataset_name", "advif_bad_row.csv", "row 1", "prompt_metadata"]),
+    ("missing AdvancedIF column", "dataset_name: {tmp}/advif_no_column.csv\n", [],
+     ["{bad}", "dataset_name", "advif_no_column.csv", "conversation_history"]),
+    ("generation_backend: tpu", "generation_backend: tpu\n", [], ["{bad}", "generation_backend", "'tpu'"]),
+    ("bad recipe number", None, ["--eval_batch_size", "0"], ["command line (--eval_batch_size)", "eval_batch_size"]),
+    ("model path missing", "model_name_or_path: /nope/model\n", [], ["{bad}", "model_name_or_path", "/nope/model"]),
+    ("unknown top-level reward key", "reward: best_score\n", [], ["{bad}", "reward: unknown key", "under reward_config"]),
+]
+
+
+def _advancedif_csv(path: Path, rows: list[dict]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _row(i: int) -> dict:
+    return {"conversation_history": json.dumps([{"role": "user", "content": f"Task {i}"}]),
+            "prompt_metadata": json.dumps({"rubrics": json.dumps([f"Is task {i} done?"])}),
+            "benchmark_name": "complex_if_single_turn_v5"}
+
+
+def _case_files(tmp: Path) -> None:
+    bad = [_row(0), {**_row(1), "prompt_metadata": "{not json"}, _row(2)]
+    _advancedif_csv(tmp / "advif_bad_row.csv", bad)
+    _advancedif_csv(tmp / "advif_no_column.csv", [{k: v for k, v in _row(i).items() if k != "conversation_history"}
+                                                   for i in range(3)])
+
+
+def _argv(tmp: Path, overlay: str | bytes | None, extra: list[str]) -> tuple[list[str], Path]:
+    bad = tmp / "bad.yaml"
+    if overlay is None:
+        argv = ["--config", str(OFFLINE)] if "--config" not in extra else []
+    elif isinstance(overlay, bytes):
+        bad.write_bytes(overlay)
+        argv = ["--config", str(bad)]
+    else:
+        text = overlay.replace("{tmp}", str(tmp))
+        if text.startswith("raw:"):
+            bad.write_text(text.removeprefix("raw:"), encoding="utf-8")
+        else:
+            import yaml
+
+            merged = {**yaml.safe_load(OFFLINE.read_text()), **yaml.safe_load(text)}
+            bad.write_text(yaml.safe_dump(merged, sort_keys=False), encoding="utf-8")
+        argv = ["--config", str(bad)]
+    return argv + [x.replace("{tmp}", str(tmp)) for x in extra], bad
+
+
+@pytest.fixture
+def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training stubbed: a config the check lets through fails at once instead of training the offline default."""
+    from rubric_reward.recipes.grpo import launch
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the bad config reached training")
+
+    monkeypatch.setattr(launch, "run", refuse)
+
+
+@pytest.mark.parametrize(("overlay", "extra", "named"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_config_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], no_training: None,
+                                       overlay, extra, named) -> None:
+    from rubric_reward.recipes.grpo.launch import main
+
+    _case_files(tmp_path)
+    argv, bad = _argv(tmp_path, overlay, extra)
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and not out.strip(), err
+    for fragment in named:
+        assert fragment.replace("{bad}", str(bad)) in lines[0], lines[0]
+
+
+def test_good_configs_pass_the_check() -> None:
+    """Every shipped config passes (the hub datasets are left to the run)."""
+    from rubric_reward.data import PROMPT_SETS
+    from rubric_reward.recipes.grpo.check import check_arguments
+
+    for config in sorted((REPO / "configs" / "grpo").glob("*.yaml")):
+        extra = ["--model_name_or_path", "Qwen/Qwen3-0.6B"] if config.name in ("tiny_cpu.yaml", "gpu_check.yaml") else []
+        checked = check_arguments(["--config", str(config), *extra, "--max_steps", "3", "--no_monitor"])
+        assert checked.settings["max_steps"] == 3 and checked.settings["monitor"] is False
+        # bundled prompt sets are loaded and split by the check; ifeval_types (a list) passes
+        assert (checked.splits is None) == (checked.settings["dataset_name"] not in PROMPT_SETS)
+
+
+def test_parser_fields_read_from_source_match_the_dataclasses() -> None:
+    """The field names read with ast are those TrlParser gets from the imported dataclasses."""
+    from trl import GRPOConfig, ModelConfig
+
+    from rubric_reward.recipes.grpo import RecipeArguments
+    from rubric_reward.recipes.grpo.check import parser_fields, simple_type
+
+    known = parser_fields()
+    assert known is not None
+    expected = {f.name for cls in (GRPOConfig, ModelConfig, RecipeArguments) for f in fields(cls) if f.init}
+    assert set(known) == expected
+    assert simple_type(known["max_steps"]) == (int, False) and simple_type(known["learning_rate"]) == (float, False)
+    assert simple_type(known["ifeval_limit"]) == (int, True) and simple_type(known["report_to"]) is None
+
+
+def test_check_does_not_import_the_training_stack(tmp_path: Path) -> None:
+    code = ("import sys; from rubric_reward.recipes.grpo.launch import main; rc = main(['--max_stepz', '2']); "
+            "heavy = sorted(m for m in ('torch', 'transformers', 'trl.trainer.grpo_config', 'datasets', 'litellm') "
+            "if m in sys.modules); print(rc, heavy)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.stdout.strip() == "2 []", proc.stdout + proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "--max_stepz" in proc.stderr
+
+
+def test_parser_errors_after_the_check_are_one_line_too(capsys: pytest.CaptureFixture[str],
+                                                        no_training: None) -> None:
+    """A GRPOConfig cross-field rule (TrlParser's own) comes back as one line, exit 2."""
+    from rubric_reward.recipes.grpo import launch
+
+    argv = ["--per_device_train_batch_size", "3", "--gradient_accumulation_steps", "1", "--num_generations", "4"]
+    assert launch.main(argv) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and str(OFFLINE) in lines[0] and "num_generations" in lines[0], lines
+
+
+@pytest.mark.slow
+def test_accelerate_launch_shows_the_one_line(tmp_path: Path) -> None:
+    """Under ``accelerate launch --quiet`` (the README's form) the user sees the script's line, no traceback."""
+    cmd = [str(BIN / "accelerate"), "launch", "--config_file", str(REPO / "configs" / "accelerate" / "one_process.yaml"),
+           "--quiet", "train/grpo.py", "--max_stepz", "2"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    text = (proc.stdout + proc.stderr).strip()
+    assert proc.returncode != 0 and "Traceback" not in text, text
+    assert text.splitlines() == ["grpo.py: error: command line: --max_stepz: unknown argument (did you mean "
+                                 "--max_steps?)"], text
