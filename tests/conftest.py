@@ -1,8 +1,13 @@
-"""Shared fixtures: a scripted OpenAI-compatible judge server on 127.0.0.1."""
+"""Shared fixtures: a scripted OpenAI-compatible judge server on 127.0.0.1, and one tiny Qwen3 built from a config.
+
+Helpers that are not fixtures live beside this file: ``_runner_fixtures.py`` (rubrics, items, judge configs for
+the runner/cache/report tests), ``_clients_fixtures.py`` (judge-client tests), ``_generation_fixtures.py``
+(scripted generator and meta-judge replies), and ``helpers/`` (scripts run in other interpreters)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -22,3 +27,12 @@ def judge_server() -> Iterator[callable]:
     yield start
     for s in servers:
         s.stop()
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Qwen3 (config-built, saved once per session): read it, never write into it."""
+    pytest.importorskip("transformers")
+    from rubric_reward.testing.tiny_model import build_tiny_qwen3
+
+    return build_tiny_qwen3(tmp_path_factory.mktemp("tiny") / "qwen3")

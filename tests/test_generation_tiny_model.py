@@ -7,17 +7,12 @@ pytest.importorskip("transformers")
 
 from rubric_reward.generation import GenerationConfig, RubricGenerator  # noqa: E402
 from rubric_reward.judges import JudgeConfig  # noqa: E402
-from rubric_reward.testing.tiny_model import build_tiny_qwen3  # noqa: E402
 
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    return str(build_tiny_qwen3(tmp_path_factory.mktemp("models") / "tiny-qwen3"))
 
 
 @pytest.mark.timeout(120)
 def test_tiny_generator_failures_are_recorded_and_samples_differ(tiny_model):
-    cfg = JudgeConfig(model=tiny_model, backend="transformers", verdict_mode="generate", seed=7)
+    cfg = JudgeConfig(model=str(tiny_model), backend="transformers", verdict_mode="generate", seed=7)
     gen = RubricGenerator(cfg, config=GenerationConfig(max_tokens=24), temperature=0.8)
     try:
         cands = gen.candidates("Write a haiku about rain.", 3, prompt_id="haiku")
@@ -43,7 +38,7 @@ def test_tiny_local_meta_judge_scores_a_against_b_so_answers_are_always_on_menu(
 
     a = Rubric.from_obj(["The poem has three lines.", "The poem is about rain."])
     b = Rubric.from_obj(["The response is good."])
-    mj = MetaJudge(JudgeConfig(model=tiny_model, backend="transformers"))  # logprob verdict mode
+    mj = MetaJudge(JudgeConfig(model=str(tiny_model), backend="transformers"))  # logprob verdict mode
     try:
         v = mj.compare("Write a haiku about rain.", a, b)
     finally:
@@ -60,7 +55,7 @@ def test_tiny_local_meta_judge_soft_credit_is_the_mean_pick_probability(tiny_mod
 
     a = Rubric.from_obj(["The poem has three lines.", "The poem is about rain."])
     b = Rubric.from_obj(["The response is good."])
-    mj = MetaJudge(JudgeConfig(model=tiny_model, backend="transformers"), config={"credit": "soft"})
+    mj = MetaJudge(JudgeConfig(model=str(tiny_model), backend="transformers"), config={"credit": "soft"})
     try:
         v = mj.compare("Write a haiku about rain.", a, b)
     finally:

@@ -82,12 +82,6 @@ def _longer_rubric_wins(body) -> str | None:
     return json.dumps({"reason": "more specific criteria", "winner": "A" if len(a) >= len(b) else "B"})
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    from rubric_reward.testing.tiny_model import build_tiny_qwen3
-
-    return build_tiny_qwen3(tmp_path_factory.mktemp("tiny") / "qwen3")
-
 
 @pytest.fixture
 def meta_server():

@@ -85,12 +85,6 @@ def test_preference_folder_errors_name_the_problem(tmp_path):
     assert data[0]["chosen"][0]["role"] == "assistant"  # conversational prompt: answers become assistant turns
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    from rubric_reward.testing.tiny_model import build_tiny_qwen3
-
-    return build_tiny_qwen3(tmp_path_factory.mktemp("tiny") / "qwen3")
-
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)

@@ -15,7 +15,6 @@ pytest.importorskip("trl")
 
 from rubric_reward.rl import RubricReward  # noqa: E402
 from rubric_reward.recipes.grpo.monitor import CheckpointMonitor  # noqa: E402
-from rubric_reward.testing.tiny_model import build_tiny_qwen3  # noqa: E402
 
 CRITERIA = range(1, 6)
 RUBRIC = {"criteria": [{"name": f"few_e_{k}", "requirement": f"The reply uses the letter e fewer than {k} times."}
@@ -54,13 +53,13 @@ def _run(model, out, training_url, monitor_url):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_the_watch_flags_a_planted_bias_and_not_a_clean_judge(judge_server, tmp_path):
+def test_the_watch_flags_a_planted_bias_and_not_a_clean_judge(judge_server, tmp_path, tiny_model):
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        model = build_tiny_qwen3(tmp_path / "tiny-qwen3")
+        model = tiny_model
         clean, biased = judge_server(CLEAN), judge_server(BIASED)
 
         steps, records = _run(model, tmp_path / "biased", biased.base_url, clean.base_url)

@@ -15,17 +15,15 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "grpo_loop.py"
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_hand_written_grpo_loop_trains_on_rubric_rewards(judge_server, tmp_path):
+def test_hand_written_grpo_loop_trains_on_rubric_rewards(judge_server, tmp_path, tiny_model):
     import torch
-
-    from rubric_reward.testing.tiny_model import build_tiny_qwen3
 
     spec = importlib.util.spec_from_file_location("grpo_loop", EXAMPLE)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
 
     server = judge_server({"even": lambda r, _: "MET" if len(r) % 2 == 0 else "UNMET"})
-    model_dir = build_tiny_qwen3(tmp_path / "tiny-qwen3")
+    model_dir = tiny_model
     rubric = {"criteria": [{"name": "even", "requirement": "The answer has an even number of characters."}]}
     config = {"judge": "scripted", "base_url": server.base_url, "rubric": rubric}
     torch.manual_seed(0)

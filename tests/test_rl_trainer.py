@@ -16,7 +16,6 @@ pytest.importorskip("trl")
 
 from rubric_reward.rl import RubricReward  # noqa: E402
 from rubric_reward.testing.judge_server import Fault, FaultPlan  # noqa: E402
-from rubric_reward.testing.tiny_model import build_tiny_qwen3  # noqa: E402
 
 RUBRIC = {"criteria": [{"name": "short", "requirement": "The answer is short."},
                        {"name": "polite", "requirement": "The answer is polite."}]}
@@ -50,20 +49,19 @@ def _finite_rubric_metrics(logged, *required):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_grpo_trainer_with_rubric_reward(judge_server, tmp_path):
+def test_grpo_trainer_with_rubric_reward(judge_server, tmp_path, tiny_model):
     import torch
     from datasets import Dataset
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a 64-wide model: thread hand-offs cost more than they save on a busy machine
     try:
-        _run_all(judge_server, tmp_path, Dataset)
+        _run_all(judge_server, tmp_path, Dataset, tiny_model)
     finally:
         torch.set_num_threads(threads)
 
 
-def _run_all(judge_server, tmp_path, Dataset):
-    model = build_tiny_qwen3(tmp_path / "tiny-qwen3")
+def _run_all(judge_server, tmp_path, Dataset, model):
     length_verdict = {"short": lambda r, b: "MET" if len(r) < 20 else "UNMET", "polite": "MET"}
     server = judge_server(length_verdict)
 

@@ -14,7 +14,6 @@ from rubric_reward.judges.base import ChatRequest  # noqa: E402
 from rubric_reward.judges.token_trees import group_by_prefix, pack_rows  # noqa: E402
 from rubric_reward.judges.transformers_backend import TransformersBackend, json_object_end  # noqa: E402
 from rubric_reward.prompts import render_call  # noqa: E402
-from rubric_reward.testing.tiny_model import build_tiny_qwen3  # noqa: E402
 from tests.helpers.reference_judge import ReferenceTransformersBackend, reference_label_logprobs  # noqa: E402
 
 # label sets: binary with CANNOT_ASSESS, ordinal with N/A, nominal with multi-token labels, binary without abstention
@@ -29,12 +28,12 @@ RUBRIC = Rubric.from_obj({"criteria": [
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(tiny_model):
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny model gains nothing from threads, and loses much on a busy machine
-    path = str(build_tiny_qwen3(tmp_path_factory.mktemp("models") / "tiny-qwen3"))
+    path = str(tiny_model)
     backend = TransformersBackend(JudgeConfig(model=path, backend="transformers"))
     backend.prepare()
     yield path, backend._model, backend._tokenizer

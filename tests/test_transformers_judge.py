@@ -12,7 +12,6 @@ from rubric_reward.items import Item  # noqa: E402
 from rubric_reward.judges.base import ChatRequest  # noqa: E402
 from rubric_reward.judges.transformers_backend import TransformersBackend  # noqa: E402
 from rubric_reward.prompts import render_call  # noqa: E402
-from rubric_reward.testing.tiny_model import build_tiny_qwen3  # noqa: E402
 
 RUBRIC = Rubric.from_obj({"criteria": [
     {"name": "clear", "requirement": "The answer is clear."},
@@ -22,10 +21,6 @@ RUBRIC = Rubric.from_obj({"criteria": [
     {"name": "flaw", "requirement": "Has a flaw.", "weight": -1},
 ]})
 
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    return str(build_tiny_qwen3(tmp_path_factory.mktemp("models") / "tiny-qwen3"))
 
 
 def _requests(n=3):
@@ -38,7 +33,7 @@ def _requests(n=3):
 
 
 def test_logprob_verdicts_are_valid_and_sum_to_one(tiny_model):
-    backend = TransformersBackend(JudgeConfig(model=tiny_model, backend="transformers"))
+    backend = TransformersBackend(JudgeConfig(model=str(tiny_model), backend="transformers"))
     requests = _requests(2)
     for request, reply in zip(requests, backend.run_batch(requests)):
         assert reply.ok
@@ -50,7 +45,7 @@ def test_logprob_verdicts_are_valid_and_sum_to_one(tiny_model):
 
 
 def test_batching_matches_one_by_one(tiny_model):
-    backend = TransformersBackend(JudgeConfig(model=tiny_model, backend="transformers"))
+    backend = TransformersBackend(JudgeConfig(model=str(tiny_model), backend="transformers"))
     requests = _requests(3)
     batched = backend.run_batch(requests)
     single = [backend.run_batch([r])[0] for r in requests]
@@ -61,7 +56,7 @@ def test_batching_matches_one_by_one(tiny_model):
 
 
 def test_generate_mode_runs_and_failures_are_parse_errors(tiny_model):
-    cfg = JudgeConfig(model=tiny_model, backend="transformers", verdict_mode="generate", max_tokens=8)
+    cfg = JudgeConfig(model=str(tiny_model), backend="transformers", verdict_mode="generate", max_tokens=8)
     with Scorer(RUBRIC, cfg) as scorer:
         result = scorer.score("Write an essay.", "Rivers shape the land they cross.")
     # a random tiny model cannot write JSON: every verdict is an explicit parse failure, never a score
@@ -70,7 +65,7 @@ def test_generate_mode_runs_and_failures_are_parse_errors(tiny_model):
 
 
 def test_scorer_end_to_end_with_every_criterion_type(tiny_model):
-    cfg = JudgeConfig(model=tiny_model, backend="transformers")
+    cfg = JudgeConfig(model=str(tiny_model), backend="transformers")
     with Scorer(RUBRIC, cfg) as scorer:
         results = scorer.score_batch([("Write an essay.", "Rivers shape the land they cross."),
                                        ("Write a poem.", "Roses bloom in spring.")])
@@ -100,13 +95,13 @@ def test_smollm2_default_judge_gives_valid_verdicts():
 
 
 def test_dtype_engine_arg_loads_the_weights_in_it_and_says_so(tiny_model):
-    backend = TransformersBackend(JudgeConfig(model=tiny_model, backend="transformers",
+    backend = TransformersBackend(JudgeConfig(model=str(tiny_model), backend="transformers",
                                               engine_args={"dtype": "bfloat16"}))
     replies = backend.run_batch(_requests(1))
     assert all(r.ok for r in replies)
     assert backend.describe()["dtype"] == "bfloat16"
     assert str(backend._model.dtype) == "torch.bfloat16"
-    default = TransformersBackend(JudgeConfig(model=tiny_model, backend="transformers"))
+    default = TransformersBackend(JudgeConfig(model=str(tiny_model), backend="transformers"))
     default.run_batch(_requests(1)[:1])
     assert default.describe()["dtype"] == "float32"  # a CPU without the engine arg: unchanged
 
@@ -114,7 +109,7 @@ def test_dtype_engine_arg_loads_the_weights_in_it_and_says_so(tiny_model):
 def test_a_bad_dtype_is_one_line_naming_the_field(tiny_model):
     with pytest.raises(ValueError, match=r"engine_args\.dtype must be one of auto, float32, bfloat16, float16, "
                                          r"got 'fp8'"):
-        TransformersBackend(JudgeConfig(model=tiny_model, backend="transformers", engine_args={"dtype": "fp8"}))
+        TransformersBackend(JudgeConfig(model=str(tiny_model), backend="transformers", engine_args={"dtype": "fp8"}))
 
 
 @pytest.mark.parametrize("name, device, bf16_kernels, want", [
@@ -134,6 +129,6 @@ def test_resolve_dtype(monkeypatch, name, device, bf16_kernels, want):
 def test_the_dtype_is_part_of_the_judge_fingerprint(tiny_model):
     from rubric_reward.judges.fingerprint import judge_fingerprint
 
-    a = JudgeConfig(model=tiny_model, backend="transformers")
-    b = JudgeConfig(model=tiny_model, backend="transformers", engine_args={"dtype": "bfloat16"})
+    a = JudgeConfig(model=str(tiny_model), backend="transformers")
+    b = JudgeConfig(model=str(tiny_model), backend="transformers", engine_args={"dtype": "bfloat16"})
     assert judge_fingerprint(a) != judge_fingerprint(b)  # verdicts of another dtype are not reused
