@@ -8,7 +8,7 @@ transformers or TRL's trainer config, and finds
 * keys no dataclass of the parser has (with the closest one), and values of the wrong simple type;
 * what the recipe's own parts reject when built: ``RecipeArguments``, the reward (``RewardConfig``, its judges,
   a fixed rubric file), the data (loader options, the file, its rows and columns, the split sizes) and a
-  local policy path that does not exist.
+  local policy path that does not exist, and a ``resume_from_checkpoint`` path cut off mid-save.
 
 Each raises :class:`ConfigError`, whose message names where the value came from (the file, or the command
 line), the key and the field. TrlParser parses afterwards as before (it owns the types and cross-field rules
@@ -283,6 +283,7 @@ def check_arguments(argv: Sequence[str]) -> CheckedConfig | None:
     recipe = _recipe(checked)
     _check_reward(recipe, checked)
     _check_model(checked)
+    _check_resume(checked)
     return dataclasses.replace(checked, splits=_check_data(recipe, checked))
 
 
@@ -358,6 +359,17 @@ def _check_model(checked: CheckedConfig) -> None:
     elif _looks_like_path(text) and not Path(text).expanduser().exists():
         raise _fail(checked, ["model_name_or_path"], ValueError(
             f"{text}: no such folder (a local model folder, or a hub id such as Qwen/Qwen3-4B-Instruct-2507)"))
+
+
+def _check_resume(checked: CheckedConfig) -> None:
+    """A ``resume_from_checkpoint`` path must be a complete checkpoint (``true`` skips incomplete ones)."""
+    from .checkpoints import resume_checkpoint
+
+    output_dir = Path(str(checked.settings.get("output_dir") or "trainer_output")).expanduser()
+    try:
+        resume_checkpoint(checked.settings.get("resume_from_checkpoint"), output_dir)
+    except ValueError as exc:
+        raise _fail(checked, ["resume_from_checkpoint"], exc) from None
 
 
 def _looks_like_path(text: str) -> bool:

@@ -35,7 +35,7 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
     from ...journal import write_atomic
     from . import report as report_module
     from .comparison import PERFECT
-    from .monitor import BEST_DIR, BEST_FILE, read_records, score_values, token_lengths
+    from .monitor import BEST_DIR, BEST_FILE, checkpoints_looked_at, read_records, score_values, token_lengths
 
     out = Path(training.output_dir)
     records = read_records(out / "monitor.jsonl")
@@ -78,7 +78,7 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
         ifeval = ifeval_transfer(recipe, base_model, adapter, out / "ifeval", seed=recipe.ifeval_seed)
     return report_module.write_summary(
         out, monitor=records, best=best_info, report_rows=report_rows, metric=metric,
-        looked_at=sum(1 for r in records if r["step"] > 0), ifeval=ifeval,
+        looked_at=checkpoints_looked_at(records), ifeval=ifeval,
         splits={"train": len(splits.train), "selection": len(splits.selection), "report": len(rows)},
         n_resamples=recipe.bootstrap_resamples, confidence=recipe.confidence, seed=training.seed,
         meta={"model": model_ref or base_model, "dataset": recipe.dataset_name, "train_seconds": train_seconds,
