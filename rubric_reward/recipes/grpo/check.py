@@ -317,17 +317,16 @@ def _recipe(checked: CheckedConfig) -> Any:
 
 def _check_reward(recipe: Any, checked: CheckedConfig) -> None:
     """Build each reward the run builds (training judge, monitor judge, second judge) and close it."""
-    from .builders import build_reward
+    from .builders import build_monitor_reward, build_reward, build_second_reward, has_monitor_judge, has_second_judge
 
-    judges = [((), ("reward_config", "judge", "judge_base_url", "rubric"))]
-    if recipe.monitor_judge is not None or recipe.monitor_judge_base_url is not None:
-        judges.append(((recipe.monitor_judge, recipe.monitor_judge_base_url), ("monitor_judge", "monitor_judge_base_url")))
-    if recipe.second_judge is not None or recipe.second_judge_base_url is not None:
-        judges.append(((recipe.second_judge, recipe.second_judge_base_url), ("second_judge", "second_judge_base_url")))
-    for override, keys in judges:
+    judges = [(build_reward, ("reward_config", "judge", "judge_base_url", "rubric"))]
+    if has_monitor_judge(recipe):
+        judges.append((build_monitor_reward, ("monitor_judge", "monitor_judge_base_url")))
+    if has_second_judge(recipe):
+        judges.append((build_second_reward, ("second_judge", "second_judge_base_url")))
+    for build, keys in judges:
         try:
-            reward = build_reward(recipe, judge=override[0], base_url=override[1]) if override else build_reward(recipe)
-            reward.close()
+            build(recipe).close()
         except (TypeError, ValueError, OSError) as exc:
             raise _fail(checked, _reward_keys(str(exc), keys), exc) from None
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .arguments import RecipeArguments
-from .builders import build_reward, generation_kwargs, monitor_reward
+from .builders import build_monitor_reward, build_second_reward, generation_kwargs, has_second_judge
 
 __all__ = ["final_report", "ifeval_transfer"]
 
@@ -49,15 +49,14 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
     rows = list(splits.report)
     prompts = [r["prompt"] for r in rows]
     base_model = model.model_name_or_path
-    judge_reward = monitor_reward(recipe, None) if (recipe.monitor_judge or recipe.monitor_judge_base_url) \
-        else build_reward(recipe)
+    judge_reward = build_monitor_reward(recipe)
     metric = judge_reward.config.reward
     print(f"[report] base vs best (step {best_info.get('step')}) on {len(rows)} report prompts", flush=True)
     texts = {"base": _generate(recipe, base_model, prompts, None), "best": _generate(recipe, base_model, prompts,
                                                                                       adapter)}
     judges = {"judge": judge_reward}
-    if recipe.second_judge is not None or recipe.second_judge_base_url is not None:
-        judges["second_judge"] = build_reward(recipe, judge=recipe.second_judge, base_url=recipe.second_judge_base_url)
+    if has_second_judge(recipe):
+        judges["second_judge"] = build_second_reward(recipe)
     scores: dict[str, dict[str, list[float | None]]] = {}
     perfect: dict[str, dict[str, list[bool | None]]] = {}
     for name, reward in judges.items():
