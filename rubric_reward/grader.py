@@ -17,11 +17,11 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from .deadlines import batch_net, give_up_at
 from .ensemble import BINARY_METHODS, ORDINAL_METHODS, aggregate_votes
 from .group_grading import group_units, judge_group
-from .items import Item
-from .judges.base import ChatReply, ChatRequest
-from .judges.judge import Judge
+from .items import Item, prompt_key
+from .judges.base import ChatReply, ChatRequest, JudgeLike
 from .judges.transport import batch_scope
 from .prompts import Exemplar, JudgeCall, PromptError, parse_reply, reask_messages, render_call
 from .results import CallRecord, ErrorKind, JudgeError, ScoreResult, Verdict
@@ -70,15 +70,13 @@ class Grader:
 
     def __init__(
         self,
-        judges: Sequence[Judge],
+        judges: Sequence[JudgeLike],
         *,
         scoring: ScoringConfig = ScoringConfig(),
         config: GradingConfig = GradingConfig(),
         exemplars: ExemplarSource | None = None,
     ):
-        if not judges:
-            raise ValueError("Grader needs at least one judge")
-        self.judges = list(judges)
+        self.judges = list(judges)  # none: only rubrics of programmatic checks can be graded (Scorer.check_rubric)
         self.scoring = scoring
         self.config = config
         self.exemplars = exemplars
@@ -115,7 +113,7 @@ class Grader:
         judged = rubric.judged
         jobs = []  # (judge index, item index or None for a group judge's votes on every item, coroutine)
         for ji, judge in enumerate(self.judges):
-            if getattr(judge.config, "group_mode", False) and judged:
+            if judge.config.group_mode and judged:
                 jobs.append((ji, None, judge_group(
                     judge, rubric, items, seed=self.config.seed, shuffle=self.config.shuffle,
                     reask=self.config.reask, exemplars=self._exemplars_for, on_call=_ON_CALL.get())))
@@ -161,7 +159,7 @@ class Grader:
             return {c.name: self.exemplars(c, judge) for c in criteria}
         return {c.name: self.exemplars.get(c.name, ()) for c in criteria}
 
-    async def _render_and_run(self, judge: Judge, rubric: Rubric, item: Item, chunk: Sequence[Criterion],
+    async def _render_and_run(self, judge: JudgeLike, rubric: Rubric, item: Item, chunk: Sequence[Criterion],
                               sample: int) -> tuple[list[Verdict], CallRecord]:
         # rendered in the call's own task, so a batch's first requests go out before its last are rendered
         call = render_call(
@@ -170,13 +168,13 @@ class Grader:
         )
         return await self._run_call(judge, call, sample)
 
-    async def _run_call(self, judge: Judge, call: JudgeCall, sample: int) -> tuple[list[Verdict], CallRecord]:
+    async def _run_call(self, judge: JudgeLike, call: JudgeCall, sample: int) -> tuple[list[Verdict], CallRecord]:
         cfg = judge.config
         names = tuple(c.name for c in call.criteria)
         request = ChatRequest(call.messages, schema=call.schema, logprobs=cfg.logprobs,
                               top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample)
         start = time.perf_counter()
-        vetted = _Vetted(call) if getattr(judge, "caches", False) else None
+        vetted = _Vetted(call) if judge.caches else None
         kw = {"accept": vetted} if vetted is not None else {}
         parse = vetted.parse if vetted is not None else partial(parse_reply, call)
         reply = await judge.complete(request, **kw)
@@ -238,10 +236,7 @@ class Grader:
         returned unscored with DEADLINE errors.
         """
         deadline_s = deadline_s if deadline_s is not None else self.config.batch_deadline_s
-        own = [j.config.batch_deadline_s for j in self.judges if getattr(j.config, "batch_deadline_s", None)]
-        net = deadline_s
-        if net is None and own and len(own) == len(self.judges):
-            net = max(own)
+        net = batch_net(deadline_s, [j.config.batch_deadline_s for j in self.judges])  # every call cut by then
 
         # Identical (rubric, item) pairs anywhere in the batch are graded once; the copies get the
         # result with their own metadata and calls marked free (cached, cost 0), as in-flight dedupe does.
@@ -254,7 +249,7 @@ class Grader:
                 copies.setdefault(f, []).append(i)
 
         # Scheduling units: one item each, or, with a group judge, one group each (graded together).
-        grouped = any(getattr(j.config, "group_mode", False) for j in self.judges)
+        grouped = any(j.config.group_mode for j in self.judges)
         units = group_units(pairs, keys, unique) if grouped else [[i] for i in unique]
         # Admission window, in units: only enough to keep every judge slot busy (twice over) are
         # rendered and queued at a time, so a large batch's first answers are not stuck behind the rest.
@@ -278,8 +273,8 @@ class Grader:
         if not tasks:
             return []
         where = {i: (task, pos) for task, unit in zip(tasks, units, strict=True) for pos, i in enumerate(unit)}
-        # safety net: calls end at the deadline; an item still running well after it is cancelled
-        done, pending = await asyncio.wait(tasks, timeout=None if net is None else net + max(0.5, 0.1 * net))
+        # safety net: calls end at the deadline; an item still running a grace after it is cancelled
+        done, pending = await asyncio.wait(tasks, timeout=give_up_at(net))
         for t in pending:
             t.cancel()
         if pending:
@@ -302,12 +297,9 @@ class Grader:
         """How many items to grade at once: twice the judges' concurrency, in items."""
         limiters, slots = set(), 0
         for judge in self.judges:
-            limiter = getattr(getattr(judge, "transport", None), "limiter", None)
-            if limiter is None:
-                slots += getattr(judge.config, "max_concurrency", 64)
-            elif id(limiter) not in limiters:
-                limiters.add(id(limiter))
-                slots += limiter.slots.capacity
+            if id(judge.limiter) not in limiters:  # judges of one endpoint share its slots
+                limiters.add(id(judge.limiter))
+                slots += judge.limiter.slots.capacity
         sample = pairs[: min(len(pairs), 32)]
         calls = sum(self.calls_per_item(rubric) for rubric, _ in sample)
         per_item = max(1.0, calls / max(1, len(sample)))
@@ -322,7 +314,7 @@ class Grader:
         total = 0.0
         for j in self.judges:
             calls = j.config.samples * -(-n // j.config.criteria_per_call(n))
-            if getattr(j.config, "group_mode", False):
+            if j.config.group_mode:
                 calls = calls * j.config.group_passes / j.config.group_size
             total += calls
         return total if total != int(total) else int(total)
@@ -333,9 +325,10 @@ class Grader:
 
 
 def _pair_keys(pairs: Sequence[tuple[Rubric, Item]]) -> list[tuple[str, Any]]:
-    """For each pair, its (rubric content, prompt) key: what identical pairs and one group share."""
+    """For each pair, its (rubric content, :func:`~rubric_reward.items.prompt_key`) key: what identical pairs and
+    one group share."""
     fingerprints: dict[int, str] = {}
-    prompts: dict[int, str] = {}  # a conversation is serialised once per object (a prompt's generations share it)
+    prompts: dict[int, str | None] = {}  # a conversation is keyed once per object (a prompt's generations share it)
     out = []
     for rubric, item in pairs:
         fp = fingerprints.get(id(rubric))
@@ -343,8 +336,9 @@ def _pair_keys(pairs: Sequence[tuple[Rubric, Item]]) -> list[tuple[str, Any]]:
             fp = fingerprints[id(rubric)] = rubric.fingerprint()
         prompt = item.prompt
         if prompt is not None and not isinstance(prompt, str):
-            key = prompts.get(id(prompt))
-            prompt = key if key is not None else prompts.setdefault(id(prompt), repr(prompt))
+            if id(prompt) not in prompts:
+                prompts[id(prompt)] = prompt_key(prompt)
+            prompt = prompts[id(prompt)]
         out.append((fp, prompt))
     return out
 

@@ -36,7 +36,7 @@ from dataclasses import replace
 from typing import Any
 
 from .group_prompts import GroupCall, GroupParse, _top_objects, group_reask_messages, parse_group_reply, render_group_call
-from .items import Item
+from .items import Item, prompt_key
 from .judges.base import ChatReply, ChatRequest
 from .prompts import Exemplar, option_order
 from .results import CallRecord, ErrorKind, JudgeError, Verdict
@@ -77,8 +77,7 @@ def layout(n: int, size: int, *, seed: int, key: str, shuffle: bool) -> list[lis
 
 
 def _group_key(item: Item, texts: Sequence[str]) -> str:
-    prompt = item.prompt if item.prompt is None or isinstance(item.prompt, str) else repr(item.prompt)
-    blob = "\x1e".join([str(prompt), str(item.group), *sorted(texts)])
+    blob = "\x1e".join([str(prompt_key(item.prompt)), str(item.group), *sorted(texts)])
     return hashlib.blake2b(blob.encode(), digest_size=12).hexdigest()
 
 

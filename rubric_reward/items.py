@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Conversation", "Item", "Message", "as_messages", "response_text", "unencodable_at", "valid_text"]
+__all__ = ["Conversation", "Item", "Message", "as_messages", "prompt_key", "response_text", "unencodable_at",
+           "valid_text"]
 
 Message = Mapping[str, Any]
 
@@ -76,6 +77,43 @@ def as_messages(conversation: Sequence[Message] | str) -> list[dict[str, str]]:
         out.append({"role": valid_text(str(m["role"])),
                     "content": valid_text(_content_text(m["content"], f"[{i}].content"))})
     return out
+
+
+def prompt_key(prompt: Any) -> str | None:
+    """The one answer to "are two prompts the same", on every path (the reward engine's normalisation, the
+    grader's identical pairs and groups, a group judge's seeds, the TRL plugin's metrics and length penalty):
+    a text prompt is itself; a conversation is the text of its messages as :func:`as_messages` normalises
+    them (role and content, what a judge sees), so equal copies, a list and its :class:`Conversation`, and
+    messages whose dicts differ only in key order or extra keys are the same prompt; None is no prompt. A
+    conversation that does not normalise (a malformed one, which is unscored anyway) keys by its ``repr``."""
+    if prompt is None or isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Conversation):
+        return repr(prompt)
+    plain = _plain_messages(prompt)  # the common case, keyed without normalising each copy
+    if plain is not None:
+        return repr(plain)
+    try:
+        return repr(Conversation(as_messages(prompt)))
+    except (ValueError, TypeError):
+        return repr(prompt)
+
+
+def _plain_messages(prompt: Any) -> tuple[dict[str, str], ...] | None:
+    """What :func:`as_messages` makes of ``prompt`` when every message has text role and content that UTF-8
+    carries (it would change nothing); None otherwise."""
+    if isinstance(prompt, Mapping | bytes) or not isinstance(prompt, Sequence):
+        return None
+    out = []
+    for m in prompt:
+        if not isinstance(m, Mapping):
+            return None
+        role, content = m.get("role"), m.get("content")
+        if not (isinstance(role, str) and isinstance(content, str)) or unencodable_at(role) is not None \
+                or unencodable_at(content) is not None:
+            return None
+        out.append({"role": role, "content": content})
+    return tuple(out)
 
 
 def response_text(response: Any) -> str:

@@ -19,9 +19,24 @@ from .results import ScoreResult
 from .rubric import Rubric, load_rubric
 from .scoring import ScoringConfig
 
-__all__ = ["Scorer"]
+__all__ = ["NoJudgeError", "Scorer", "require_judge"]
 
 RubricLike = Rubric | str | Path | Mapping | Sequence
+
+
+class NoJudgeError(ValueError):
+    """A rubric with judged criteria, and no judge to judge them."""
+
+
+def require_judge(rubric: Rubric, has_judge: bool) -> Rubric:
+    """``rubric``, if it can be graded with (``has_judge``) or without a judge: the one rule, on every path
+    (Scorer, the reward engine and service, RubricReward), that a rubric with judged criteria needs a judge
+    (one made only of programmatic checks needs none). :class:`NoJudgeError` otherwise; each path adds only
+    where it was said (``Scorer:``, the field, ``rubric reward:``)."""
+    if rubric.judged and not has_judge:
+        raise NoJudgeError(f"rubric {rubric.name!r} has judged criteria, so a judge is needed, but the config has "
+                           "no 'judge' (judge=...)")
+    return rubric
 
 
 class Scorer(SyncFacade):
@@ -44,31 +59,32 @@ class Scorer(SyncFacade):
     ):
         self.rubric = load_rubric(rubric) if rubric is not None else None
         judges = as_judges(judge, base_url=base_url) if judge is not None else []
-        if not judges and self.rubric is not None and self.rubric.judged:
-            raise ValueError("Scorer: this rubric has judged criteria, so a judge is needed (judge=...)")
         scoring = ScoringConfig(**scoring) if isinstance(scoring, Mapping) else scoring or ScoringConfig()
         grading = GradingConfig(**grading) if isinstance(grading, Mapping) else grading or GradingConfig()
-        self._has_judge = bool(judges)
-        self.grader = Grader(judges or [_NO_JUDGE], scoring=scoring, config=grading, exemplars=exemplars)
+        self.grader = Grader(judges, scoring=scoring, config=grading, exemplars=exemplars)
+        if self.rubric is not None:
+            self.check_rubric(self.rubric)
 
     @property
     def has_judge(self) -> bool:
         """Whether a judge is configured (rubrics made only of programmatic checks need none)."""
-        return self._has_judge
+        return bool(self.grader.judges)
 
     @property
     def judge_names(self) -> list[str]:
-        return [j.name for j in self.grader.judges] if self._has_judge else []
+        return [j.name for j in self.grader.judges]
 
     def check_rubric(self, rubric: Rubric) -> Rubric:
-        """``rubric``, if this scorer can grade it (ValueError when it has judged criteria and no judge)."""
-        if rubric.judged and not self._has_judge:
-            raise ValueError(f"Scorer: rubric {rubric.name!r} has judged criteria, so a judge is needed (judge=...)")
-        return rubric
+        """``rubric``, if this scorer can grade it (:func:`require_judge`: a ValueError naming the scorer when
+        it has judged criteria and there is no judge)."""
+        try:
+            return require_judge(rubric, self.has_judge)
+        except NoJudgeError as exc:
+            raise NoJudgeError(f"Scorer: {exc}") from None
 
     def calls_per_item(self, rubric: Rubric) -> int:
         """Judge calls one item of ``rubric`` takes (0 for programmatic checks only): for progress bars."""
-        return self.grader.calls_per_item(rubric) if self._has_judge else 0
+        return self.grader.calls_per_item(rubric)
 
     def _rubric(self, rubric: RubricLike | None) -> Rubric:
         if rubric is None and self.rubric is None:
@@ -132,26 +148,3 @@ class Scorer(SyncFacade):
         if life is None or self.grader not in life.resources:
             self._own(self.grader)
 
-
-class _NoJudge:
-    """Stands in when a rubric has only programmatic checks; it is never called."""
-
-    name = "none"
-
-    class config:  # noqa: N801 - mimics JudgeConfig's few fields the grader reads
-        samples = 0
-        weight = 1.0
-        logprobs = False
-
-        @staticmethod
-        def criteria_per_call(n: int) -> int:
-            return 1
-
-    async def complete(self, request: Any) -> Any:  # pragma: no cover - unreachable by construction
-        raise RuntimeError("no judge configured")
-
-    async def aclose(self) -> None:
-        return None
-
-
-_NO_JUDGE = _NoJudge()

@@ -83,8 +83,9 @@ def test_parse_yaml_then_command_line(tmp_path: Path) -> None:
     assert recipe.data == {"selection": 2, "report": 2, "train": "rest", "seed": 0}
     assert recipe.second_judge == {"model": "other", "max_tokens": 64} and recipe.ifeval_limit == 3
     config = reward_config(recipe)
-    # the command line's base URL reaches the judge mapping of the YAML file
-    assert config.judge["base_url"] == "http://127.0.0.1:9/v1" and config.judge["model"] == "scripted"
+    # the command line's base URL reaches the judge mapping of the YAML file (which names none)
+    assert config.base_url == "http://127.0.0.1:9/v1" and config.judge["model"] == "scripted"
+    assert [j.base_url for j in config.judge_configs()] == ["http://127.0.0.1:9/v1"]
     assert config.guards.degenerate is False and config.reward == "score"
 
 

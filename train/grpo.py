@@ -22,7 +22,5 @@ except ImportError:  # run from a checkout without installation
 
 from rubric_reward.recipes.grpo.launch import main
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "grpo" / "offline_default.yaml"
-
 if __name__ == "__main__":
-    sys.exit(main(default_config=DEFAULT_CONFIG))
+    sys.exit(main())  # no --config: the recipe's DEFAULT_CONFIG (rubric_reward.recipes.grpo.arguments)

@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..results import JudgeError, Usage
 
-__all__ = ["Backend", "ChatReply", "ChatRequest", "ReplyCache", "TokenLogprob"]
+__all__ = ["Backend", "ChatReply", "ChatRequest", "JudgeLike", "ReplyCache", "TokenLogprob"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +79,29 @@ class ReplyCache(Protocol):
     async def get(self, config: Any, request: ChatRequest) -> ChatReply | None: ...
 
     async def put(self, config: Any, request: ChatRequest, reply: ChatReply) -> None: ...
+
+
+@runtime_checkable
+class JudgeLike(Protocol):
+    """The Judge protocol: what grading reads of a judge (:class:`~rubric_reward.judges.judge.Judge` is one).
+
+    ``config`` is its :class:`~rubric_reward.judges.config.JudgeConfig` (samples, weight, mode, deadlines);
+    ``caches`` whether replies are cached (the grader then vets a reply before it is stored); ``limiter`` the
+    endpoint limiter its calls take slots of (judges of one endpoint share one, counted once);
+    ``complete`` never raises.
+    """
+
+    config: Any
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def caches(self) -> bool: ...
+
+    @property
+    def limiter(self) -> Any: ...
+
+    async def complete(self, request: ChatRequest, *, accept: Any = None) -> ChatReply: ...
+
+    async def aclose(self) -> None: ...

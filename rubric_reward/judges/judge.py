@@ -55,6 +55,11 @@ class Judge:
         """Whether replies are cached (the grader then vets replies before they are stored)."""
         return self.transport.cache is not None
 
+    @property
+    def limiter(self) -> Any:
+        """The endpoint limiter this judge's calls take slots of (shared by the judges of one endpoint)."""
+        return self.transport.limiter
+
     async def complete(self, request: ChatRequest, *, accept: Callable[[ChatReply], bool] | None = None) -> ChatReply:
         return await self.transport.complete(request, accept)
 

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ..deadlines import earliest
 from ..results import ErrorKind, JudgeError, Usage
 from .base import Backend, ChatReply, ChatRequest, ReplyCache
 from .http import redact
@@ -159,14 +160,15 @@ class Transport:
 
     # ------------------------------------------------------------------ attempts
     def _deadline(self, start: float) -> float | None:
+        """When this call is cut (monotonic): the earliest of its own deadline, the batch's, and this judge's
+        own batch deadline counted from the batch's start (:mod:`rubric_reward.deadlines`)."""
         cfg = self.config
-        deadline = None if cfg.call_deadline_s is None else start + cfg.call_deadline_s
+        call = None if cfg.call_deadline_s is None else start + cfg.call_deadline_s
         batch = _BATCH.get()
-        if batch is not None:
-            for d in (batch[1], None if cfg.batch_deadline_s is None else batch[0] + cfg.batch_deadline_s):
-                if d is not None and (deadline is None or d < deadline):
-                    deadline = d
-        return deadline
+        if batch is None:
+            return call
+        own = earliest(None if batch[1] is None else batch[1] - batch[0], cfg.batch_deadline_s)
+        return earliest(call, None if own is None else batch[0] + own)
 
     def _estimate_tokens(self, request: ChatRequest) -> int:
         chars = sum(len(c) if isinstance(c := m.get("content") or "", str) else len(str(c))

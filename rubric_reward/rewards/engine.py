@@ -27,12 +27,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..items import Conversation, Item, as_messages, response_text
+from ..deadlines import earliest, give_up_at
+from ..items import Conversation, Item, as_messages, prompt_key, response_text
 from ..rubric import Rubric
 from .config import RewardConfig
 from .records import RewardRecord, reward_of
 from .rubrics import RubricResolver
-from .samples import SampleError, aligned, prompt_identity
+from .samples import SampleError, aligned
 from .text import strip_think
 
 __all__ = ["Pair", "RewardEngine"]
@@ -81,10 +82,12 @@ class RewardEngine:
     # ------------------------------------------------------------------ samples
     def usable(self, rubric: Rubric, field: str) -> Rubric:
         """``rubric``, if this config can judge it (a SampleError ``no_judge`` otherwise)."""
-        if rubric.judged and not self.scorer.has_judge:
-            raise SampleError(field, f"rubric {rubric.name!r} has judged criteria, but the config has no 'judge'",
-                              code="no_judge", kind="rubric")
-        return rubric
+        from ..scorer import NoJudgeError, require_judge
+
+        try:
+            return require_judge(rubric, self.scorer.has_judge)
+        except NoJudgeError as exc:
+            raise SampleError(field, str(exc), code="no_judge", kind="rubric") from None
 
     def rubric(self, label: Any, field: str = "label", *, ids: bool = True) -> Rubric:
         """The usable rubric ``label`` names (empty: the default); SampleError naming ``field``."""
@@ -131,7 +134,7 @@ class RewardEngine:
         prompts = aligned("prompts", prompts, n)
         rubrics = aligned("rubrics", rubrics, n)
         groups = [None] * n if groups is None else aligned("groups", groups, n)
-        seen: dict[Any, Conversation] = {}  # normalised conversations, one per distinct prompt
+        seen: dict[str, Conversation] = {}  # normalised conversations, one per distinct prompt (prompt_key)
         out: list[Pair | SampleError] = []
         for i in range(n):
             rubric = rubrics[i]
@@ -140,8 +143,8 @@ class RewardEngine:
                 continue
             prompt, key = prompts[i], None
             if prompt is not None and not isinstance(prompt, str):
-                key = prompt_identity(prompt)
-                prompt = seen.get(key, prompt) if key is not None else prompt
+                key = prompt_key(prompt)
+                prompt = seen.get(key, prompt)
             try:
                 self.usable(rubric, f"{where(i)}rubric")
                 item = self.item(prompt, completions[i], group=groups[i], prompt_field=f"{where(i)}prompt",
@@ -149,7 +152,7 @@ class RewardEngine:
             except SampleError as exc:
                 out.append(exc)
                 continue
-            if key is not None:
+            if key is not None and isinstance(item.prompt, Conversation):
                 seen.setdefault(key, item.prompt)
             out.append((rubric, item))
         return out
@@ -160,13 +163,12 @@ class RewardEngine:
         it) turns unfinished judge calls into DEADLINE failures: unscored, never a hang."""
         if not pairs:
             return []
-        cap = self.config.deadline_s
-        deadline = cap if deadline_s is None else (deadline_s if cap is None else min(deadline_s, cap))
+        deadline = earliest(deadline_s, self.config.deadline_s)
         coro = self.scorer.ascore_pairs(pairs, deadline_s=deadline)
         if deadline is None:
             results = await coro
-        else:  # grading ends calls at the deadline itself; this is the belt over its braces
-            results = await asyncio.wait_for(coro, timeout=deadline + max(2.0, 0.25 * deadline))
+        else:  # grading ends calls at the deadline itself; this is the belt over its braces, one grace later
+            results = await asyncio.wait_for(coro, timeout=give_up_at(give_up_at(deadline)))
         return [self.record(result, rubric) for result, (rubric, _) in zip(results, pairs, strict=True)]
 
     def record(self, result: Any, rubric: Rubric | None = None) -> RewardRecord:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["BatchShapeError", "SampleError", "aligned", "as_list", "prompt_identity"]
+__all__ = ["BatchShapeError", "SampleError", "aligned", "as_list"]
 
 
 class SampleError(ValueError):
@@ -52,16 +52,3 @@ def aligned(name: str, values: Any, n: int) -> list[Any]:
         raise BatchShapeError(f"rubric reward: {name!r} has {len(out)} entries for {n} completions")
     return out
 
-
-def prompt_identity(prompt: Any) -> Any:
-    """A hashable stand-in for a prompt's value (text, or the (role, content) pairs of its messages), so
-    work per prompt is done once per distinct prompt even when a trainer hands over equal copies; None
-    when it has no cheap one (content parts, malformed messages)."""
-    if prompt is None or isinstance(prompt, str):
-        return prompt
-    try:
-        key = tuple((m["role"], m["content"]) for m in prompt)
-        hash(key)
-    except (TypeError, KeyError, IndexError):
-        return None
-    return key

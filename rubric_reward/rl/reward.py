@@ -18,7 +18,6 @@ process that unpickles it, and closed on ``close()``, garbage collection or inte
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
@@ -31,7 +30,8 @@ from .._loop import SyncFacade
 from ..rewards.config import RewardConfig
 from ..rewards.length import length_penalties
 from ..rewards.records import RewardRecord, failed_criteria
-from ..rewards.samples import BatchShapeError, SampleError, aligned, as_list, prompt_identity
+from ..items import prompt_key
+from ..rewards.samples import BatchShapeError, SampleError, aligned, as_list
 from .metrics import RunningTotals, batch_metrics
 
 __all__ = ["AsyncRubricReward", "RewardRecord", "RubricReward", "UnscorableBatchesError", "rubric_rewards"]
@@ -41,15 +41,6 @@ log = logging.getLogger("rubric_reward.rl")
 
 class UnscorableBatchesError(RuntimeError):
     """Too many consecutive batches were (mostly) unscorable: training on nothing is worse than stopping."""
-
-
-def _prompt_key(prompt: Any) -> str:
-    if prompt is None or isinstance(prompt, str):
-        return prompt or ""
-    try:
-        return json.dumps(prompt, sort_keys=True, default=str, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(prompt)
 
 
 class _Batch:
@@ -63,19 +54,15 @@ class _Batch:
 
     @property
     def prompt_keys(self) -> list[str]:
+        """Per completion, its prompt's :func:`~rubric_reward.items.prompt_key` ("" for none): which
+        completions answer the same prompt, for the metrics and the length penalty."""
         if self._keys is None:
-            memo: dict[Any, str] = {}
+            memo: dict[int, str] = {}  # one key per prompt object (a trainer may repeat one object)
             keys = []
             for p in self.prompts:
-                if p is None or isinstance(p, str):
-                    keys.append(p or "")
-                    continue
-                ident = prompt_identity(p)
-                key = memo.get(ident) if ident is not None else None
+                key = memo.get(id(p))
                 if key is None:
-                    key = _prompt_key(p)
-                    if ident is not None:
-                        memo[ident] = key
+                    key = memo[id(p)] = prompt_key(p) or ""
                 keys.append(key)
             self._keys = keys
         return self._keys
@@ -127,9 +114,13 @@ class RubricReward(SyncFacade):
         if cfg.judge is not None and not _has_objects(cfg.judge):
             cfg.judge_configs()  # validates every field; builds no client
         default = self.source.default
-        if default is not None and default.judged and cfg.judge is None:
-            raise ValueError(f"rubric reward: rubric {default.name!r} has judged criteria, so a judge is needed "
-                             "(judge=...)")
+        if default is not None:
+            from ..scorer import NoJudgeError, require_judge
+
+            try:
+                require_judge(default, cfg.judge is not None)
+            except NoJudgeError as exc:
+                raise ValueError(f"rubric reward: {exc}") from None
 
     @classmethod
     def from_config(cls, source: RewardConfig | Mapping[str, Any] | str | Path, **overrides: Any) -> RubricReward:

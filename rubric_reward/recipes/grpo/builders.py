@@ -11,8 +11,9 @@ from typing import Any
 from .arguments import RecipeArguments
 from .ranks import say
 
-__all__ = ["build_dataset", "build_monitor", "build_reward", "build_splits", "data_format", "generation_kwargs",
-           "load_splits", "monitor_reward", "reward_config"]
+__all__ = ["build_dataset", "build_monitor", "build_monitor_reward", "build_reward", "build_second_reward",
+           "build_splits", "data_format", "generation_kwargs", "has_monitor_judge", "has_second_judge", "load_splits",
+           "monitor_reward", "reward_config"]
 
 
 def load_splits(recipe: RecipeArguments) -> Any:
@@ -66,17 +67,15 @@ def build_dataset(rows: Sequence[Mapping[str, Any]]) -> Any:
     return Dataset.from_list([dict(r) for r in rows])
 
 
-def _with_base_url(judge: Any, base_url: str) -> Any:
-    """Put ``base_url`` into JudgeConfig mappings (a model string takes it through RewardConfig.base_url)."""
-    if isinstance(judge, Mapping):
-        return {**judge, "base_url": base_url}
-    if isinstance(judge, list):
-        return [_with_base_url(j, base_url) for j in judge]
-    return judge
-
-
 def reward_config(recipe: RecipeArguments, *, judge: Any = None, base_url: str | None = None) -> Any:
-    """The RewardConfig: ``reward_config`` with the recipe's (or the given) judge, base URL and rubric on top."""
+    """The RewardConfig: ``reward_config`` with the recipe's (or the given) judge, base URL and rubric on top.
+
+    The base URL (``judge_base_url``, or the given one) becomes the RewardConfig's top-level ``base_url``, so
+    the library's one rule applies (:func:`rubric_reward.judges.config.load_judges`): it reaches model strings
+    and judge mappings that name no ``base_url``; a judge that names its own keeps it, and a judges file is
+    self-contained. The recipe and every other path (``RubricReward``, the service, ``Scorer(base_url=...)``)
+    read a judge's endpoint the same way.
+    """
     from ...rewards.config import RewardConfig
 
     base = RewardConfig.coerce(recipe.reward_config)
@@ -87,7 +86,6 @@ def reward_config(recipe: RecipeArguments, *, judge: Any = None, base_url: str |
         overrides["judge"] = judge
     if base_url is not None:
         overrides["base_url"] = base_url
-        overrides["judge"] = _with_base_url(overrides.get("judge", base.judge), base_url)
     if recipe.rubric is not None:  # one fixed rubric for every prompt, whatever the dataset's rubric column holds
         overrides["rubric"], overrides["rubric_column"] = recipe.rubric, None
     return base.replace(**overrides) if overrides else base
@@ -100,10 +98,32 @@ def build_reward(recipe: RecipeArguments, *, judge: Any = None, base_url: str | 
     return RubricReward(reward_config(recipe, judge=judge, base_url=base_url))
 
 
-def monitor_reward(recipe: RecipeArguments, training_reward: Any) -> Any:
-    if recipe.monitor_judge is None and recipe.monitor_judge_base_url is None:
-        return training_reward
+def has_monitor_judge(recipe: RecipeArguments) -> bool:
+    """Whether the monitor and the report have a judge of their own (``monitor_judge`` or its base URL set);
+    otherwise the training judge is theirs. The one answer for the monitor, the report and the check."""
+    return recipe.monitor_judge is not None or recipe.monitor_judge_base_url is not None
+
+
+def has_second_judge(recipe: RecipeArguments) -> bool:
+    """Whether the report has a second judge (``second_judge`` or its base URL set)."""
+    return recipe.second_judge is not None or recipe.second_judge_base_url is not None
+
+
+def build_monitor_reward(recipe: RecipeArguments) -> Any:
+    """A new reward judged by the monitor's judge (the training judge when there is no monitor judge)."""
+    if not has_monitor_judge(recipe):
+        return build_reward(recipe)
     return build_reward(recipe, judge=recipe.monitor_judge, base_url=recipe.monitor_judge_base_url)
+
+
+def build_second_reward(recipe: RecipeArguments) -> Any:
+    """The reward judged by the report's second judge (call only when :func:`has_second_judge`)."""
+    return build_reward(recipe, judge=recipe.second_judge, base_url=recipe.second_judge_base_url)
+
+
+def monitor_reward(recipe: RecipeArguments, training_reward: Any) -> Any:
+    """The monitor's reward: ``training_reward`` itself unless the monitor has a judge of its own."""
+    return build_monitor_reward(recipe) if has_monitor_judge(recipe) else training_reward
 
 
 def generation_kwargs(recipe: RecipeArguments, max_new_tokens: int | None = None) -> dict[str, Any]:

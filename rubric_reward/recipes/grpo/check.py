@@ -8,7 +8,7 @@ transformers or TRL's trainer config, and finds
 * keys no dataclass of the parser has (with the closest one), and values of the wrong simple type;
 * what the recipe's own parts reject when built: ``RecipeArguments``, the reward (``RewardConfig``, its judges,
   a fixed rubric file), the data (loader options, the file, its rows and columns, the split sizes) and a
-  local policy path that does not exist.
+  local policy path that does not exist, and a ``resume_from_checkpoint`` path cut off mid-save.
 
 Each raises :class:`ConfigError`, whose message names where the value came from (the file, or the command
 line), the key and the field. TrlParser parses afterwards as before (it owns the types and cross-field rules
@@ -283,6 +283,7 @@ def check_arguments(argv: Sequence[str]) -> CheckedConfig | None:
     recipe = _recipe(checked)
     _check_reward(recipe, checked)
     _check_model(checked)
+    _check_resume(checked)
     return dataclasses.replace(checked, splits=_check_data(recipe, checked))
 
 
@@ -316,17 +317,16 @@ def _recipe(checked: CheckedConfig) -> Any:
 
 def _check_reward(recipe: Any, checked: CheckedConfig) -> None:
     """Build each reward the run builds (training judge, monitor judge, second judge) and close it."""
-    from .builders import build_reward
+    from .builders import build_monitor_reward, build_reward, build_second_reward, has_monitor_judge, has_second_judge
 
-    judges = [((), ("reward_config", "judge", "judge_base_url", "rubric"))]
-    if recipe.monitor_judge is not None or recipe.monitor_judge_base_url is not None:
-        judges.append(((recipe.monitor_judge, recipe.monitor_judge_base_url), ("monitor_judge", "monitor_judge_base_url")))
-    if recipe.second_judge is not None or recipe.second_judge_base_url is not None:
-        judges.append(((recipe.second_judge, recipe.second_judge_base_url), ("second_judge", "second_judge_base_url")))
-    for override, keys in judges:
+    judges = [(build_reward, ("reward_config", "judge", "judge_base_url", "rubric"))]
+    if has_monitor_judge(recipe):
+        judges.append((build_monitor_reward, ("monitor_judge", "monitor_judge_base_url")))
+    if has_second_judge(recipe):
+        judges.append((build_second_reward, ("second_judge", "second_judge_base_url")))
+    for build, keys in judges:
         try:
-            reward = build_reward(recipe, judge=override[0], base_url=override[1]) if override else build_reward(recipe)
-            reward.close()
+            build(recipe).close()
         except (TypeError, ValueError, OSError) as exc:
             raise _fail(checked, _reward_keys(str(exc), keys), exc) from None
 
@@ -358,6 +358,17 @@ def _check_model(checked: CheckedConfig) -> None:
     elif _looks_like_path(text) and not Path(text).expanduser().exists():
         raise _fail(checked, ["model_name_or_path"], ValueError(
             f"{text}: no such folder (a local model folder, or a hub id such as Qwen/Qwen3-4B-Instruct-2507)"))
+
+
+def _check_resume(checked: CheckedConfig) -> None:
+    """A ``resume_from_checkpoint`` path must be a complete checkpoint (``true`` skips incomplete ones)."""
+    from .checkpoints import resume_checkpoint
+
+    output_dir = Path(str(checked.settings.get("output_dir") or "trainer_output")).expanduser()
+    try:
+        resume_checkpoint(checked.settings.get("resume_from_checkpoint"), output_dir)
+    except ValueError as exc:
+        raise _fail(checked, ["resume_from_checkpoint"], exc) from None
 
 
 def _looks_like_path(text: str) -> bool:

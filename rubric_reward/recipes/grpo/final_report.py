@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .arguments import RecipeArguments
-from .builders import build_reward, generation_kwargs, monitor_reward
+from .builders import build_monitor_reward, build_second_reward, generation_kwargs, has_second_judge
 
 __all__ = ["final_report", "ifeval_transfer"]
 
@@ -35,7 +35,7 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
     from ...journal import write_atomic
     from . import report as report_module
     from .comparison import PERFECT
-    from .monitor import BEST_DIR, BEST_FILE, read_records, score_values, token_lengths
+    from .monitor import BEST_DIR, BEST_FILE, checkpoints_looked_at, read_records, score_values, token_lengths
 
     out = Path(training.output_dir)
     records = read_records(out / "monitor.jsonl")
@@ -49,15 +49,14 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
     rows = list(splits.report)
     prompts = [r["prompt"] for r in rows]
     base_model = model.model_name_or_path
-    judge_reward = monitor_reward(recipe, None) if (recipe.monitor_judge or recipe.monitor_judge_base_url) \
-        else build_reward(recipe)
+    judge_reward = build_monitor_reward(recipe)
     metric = judge_reward.config.reward
     print(f"[report] base vs best (step {best_info.get('step')}) on {len(rows)} report prompts", flush=True)
     texts = {"base": _generate(recipe, base_model, prompts, None), "best": _generate(recipe, base_model, prompts,
                                                                                       adapter)}
     judges = {"judge": judge_reward}
-    if recipe.second_judge is not None or recipe.second_judge_base_url is not None:
-        judges["second_judge"] = build_reward(recipe, judge=recipe.second_judge, base_url=recipe.second_judge_base_url)
+    if has_second_judge(recipe):
+        judges["second_judge"] = build_second_reward(recipe)
     scores: dict[str, dict[str, list[float | None]]] = {}
     perfect: dict[str, dict[str, list[bool | None]]] = {}
     for name, reward in judges.items():
@@ -78,7 +77,7 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
         ifeval = ifeval_transfer(recipe, base_model, adapter, out / "ifeval", seed=recipe.ifeval_seed)
     return report_module.write_summary(
         out, monitor=records, best=best_info, report_rows=report_rows, metric=metric,
-        looked_at=sum(1 for r in records if r["step"] > 0), ifeval=ifeval,
+        looked_at=checkpoints_looked_at(records), ifeval=ifeval,
         splits={"train": len(splits.train), "selection": len(splits.selection), "report": len(rows)},
         n_resamples=recipe.bootstrap_resamples, confidence=recipe.confidence, seed=training.seed,
         meta={"model": model_ref or base_model, "dataset": recipe.dataset_name, "train_seconds": train_seconds,

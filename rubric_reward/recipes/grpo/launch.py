@@ -25,7 +25,11 @@ def parse_args(argv: Sequence[str] | None = None, *, default_config: str | Path 
                ) -> tuple[RecipeArguments, Any, Any]:
     """``(recipe, GRPOConfig, ModelConfig)`` from ``--config YAML`` and flags; ``default_config`` (else the
     offline default) when no ``--config`` is given. Errors are :class:`~rubric_reward.recipes.grpo.check.ConfigError`."""
-    argv = with_config(argv, default_config)
+    return _parse(with_config(argv, default_config))
+
+
+def _parse(argv: list[str]) -> tuple[RecipeArguments, Any, Any]:
+    """TrlParser, once, on ``argv`` that already names its ``--config`` (:func:`with_config` ran)."""
     with parser_errors(config_path(argv)):
         from trl import GRPOConfig, ModelConfig, TrlParser
 
@@ -37,8 +41,9 @@ def parse_args(argv: Sequence[str] | None = None, *, default_config: str | Path 
 
 
 def main(argv: Sequence[str] | None = None, *, default_config: str | Path | None = None) -> int:
-    """Entry point of ``train/grpo.py``: check the arguments (one line and exit 2 on a mistake, before
-    anything heavy loads), parse them with TrlParser, run."""
+    """Entry point of ``train/grpo.py``: name the config once (``--config``, else ``default_config``, else the
+    recipe's :data:`~.arguments.DEFAULT_CONFIG`), check the arguments (one line and exit 2 on a mistake, before
+    anything heavy loads), parse them with TrlParser once, run."""
     from ...threads import prepare_environment
 
     prepare_environment()  # before torch loads
@@ -49,7 +54,7 @@ def main(argv: Sequence[str] | None = None, *, default_config: str | Path | None
         from .console import quiet_libraries  # transformers loads from here on
 
         quiet_libraries()
-        recipe, training, model = parse_args(argv)
+        recipe, training, model = _parse(argv)
         run(recipe, training, model, splits=checked.splits if checked else None)
     except (ConfigError, DataError) as exc:
         if is_main_process():

@@ -18,7 +18,9 @@ training judge; a second judge family shows judge coupling), and
 
 Only the main process works; the others wait at a barrier, so the monitor runs once per save however many
 processes train. ``monitor.jsonl`` is keyed by step: on resume, records past the resumed step (a discarded
-future) are dropped and a step already recorded is not scored again, so the file has one line per step.
+future) are dropped and a step already recorded is not scored again, so the file has one line per step (it is
+rewritten whole at each record, so a line torn by a kill never swallows the next). A checkpoint cut off mid-save
+(:mod:`.checkpoints`) is never scored.
 """
 
 from __future__ import annotations
@@ -36,7 +38,10 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-__all__ = ["CheckpointMonitor", "MonitorRecord", "best_record", "read_records", "score_values", "token_lengths"]
+from .checkpoints import complete_checkpoints
+
+__all__ = ["CheckpointMonitor", "MonitorRecord", "best_record", "checkpoints_looked_at", "read_records", "score_values",
+           "token_lengths"]
 
 MONITOR_FILE = "monitor.jsonl"
 BEST_DIR = "best"
@@ -86,6 +91,12 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
         except (ValueError, KeyError, TypeError):
             continue
     return [by_step[s] for s in sorted(by_step)]
+
+
+def checkpoints_looked_at(records: Sequence[Mapping[str, Any]]) -> int:
+    """How many checkpoints the monitor looked at: distinct steps > 0 (a step a resumed run recorded again
+    counts once; step 0 is the base model)."""
+    return len({int(r["step"]) for r in records if int(r["step"]) > 0})
 
 
 def best_record(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -170,8 +181,8 @@ class CheckpointMonitor(TrainerCallback):
             done = {r["step"] for r in kept}
             if self.score_base and 0 not in done:
                 self.evaluate(0, None, state)
-            for step, folder in _checkpoints(args.output_dir):  # saved but not scored (interrupted)
-                if step <= state.global_step and step not in done:
+            for step, folder in complete_checkpoints(args.output_dir)[0]:  # saved but not scored (interrupted)
+                if 0 < step <= state.global_step and step not in done:
                     self.evaluate(step, folder, state)
         _barrier()
 
@@ -214,9 +225,10 @@ class CheckpointMonitor(TrainerCallback):
                               training)
         from .watch import watch_flags
 
-        record["watch"] = watch_flags([r for r in self.records() if r["step"] < step] + [record], self.watch)
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
+        earlier = [r for r in self.records() if r["step"] != step]
+        record["watch"] = watch_flags([r for r in earlier if r["step"] < step] + [record], self.watch)
+        # rewritten whole, not appended: a line torn by a kill would swallow the next one appended to it
+        self._rewrite(sorted([*earlier, record], key=lambda r: r["step"]))
         self._refresh_best(self.records())
         self._log(record, state)
         ci = "" if record["ci_low"] is None else f" [{record['ci_low']:.3f}, {record['ci_high']:.3f}]"
@@ -350,16 +362,6 @@ def _adapter_sha(checkpoint: str | Path | None) -> str | None:
         if path.is_file():
             return hashlib.sha256(path.read_bytes()).hexdigest()
     return None
-
-
-def _checkpoints(output_dir: str | Path) -> list[tuple[int, Path]]:
-    found = []
-    for folder in Path(output_dir).glob("checkpoint-*"):
-        try:
-            found.append((int(folder.name.split("-", 1)[1]), folder))
-        except ValueError:
-            continue
-    return sorted(found)
 
 
 def _agree(flag: bool) -> bool:

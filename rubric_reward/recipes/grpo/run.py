@@ -6,7 +6,8 @@
 2. builds the reward (:func:`~.builders.build_reward`: a :class:`~rubric_reward.rl.RubricReward` from
    ``reward_config`` with ``judge`` / ``judge_base_url`` / ``rubric`` overriding it);
 3. builds the checkpoint monitor (:func:`~.builders.build_monitor`, on the selection split);
-4. trains, resuming with ``resume_from_checkpoint``;
+4. trains, resuming with ``resume_from_checkpoint`` (``true``/``last``: the newest *complete* checkpoint,
+   :mod:`.checkpoints`; one already at ``max_steps`` is not trained further: the run finishes from it);
 5. writes the final report (:func:`~.final_report.final_report`): ``summary.md`` + ``summary.json``.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 
 from .arguments import RecipeArguments
 from .builders import build_dataset, build_monitor, build_reward, build_splits
+from .checkpoints import STATE_FILE, resume_checkpoint, trained_steps
 from .final_report import final_report
 from .ranks import is_main_process, say
 
@@ -53,6 +55,18 @@ def _print_where(training: Any, monitor: bool, extra: str = "") -> None:
     parts += ["monitor.jsonl, monitor.png, best/"] if monitor else []
     parts += ["train_log.jsonl"] + ([extra] if extra else [])
     print(f"[grpo] output: {out} ({', '.join(parts)})", flush=True)
+
+
+def _finish_without_training(trainer: Any, checkpoint: str, monitor: Any, training: Any) -> None:
+    """The state a run that trained to ``checkpoint`` ends in: its weights loaded, and the monitor caught up
+    (a checkpoint saved but not yet scored when the run was killed is scored now), as ``train`` would."""
+    from transformers.trainer_callback import TrainerState
+
+    trainer._load_from_checkpoint(checkpoint)
+    if monitor is not None:
+        state = TrainerState.load_from_json(str(Path(checkpoint) / STATE_FILE))
+        state.is_world_process_zero = trainer.is_world_process_zero()
+        monitor.on_train_begin(training, state, trainer.control)
 
 
 def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = None) -> Path | None:
@@ -103,12 +117,17 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
 
     use_step_log(trainer, training.output_dir, reward.config.metric_prefix)
     _print_where(training, recipe.monitor)
-    resume = training.resume_from_checkpoint
-    if isinstance(resume, str) and resume.lower() in ("true", "last"):
-        from transformers.trainer_utils import get_last_checkpoint
-
-        resume = get_last_checkpoint(training.output_dir)
-    trainer.train(resume_from_checkpoint=resume)
+    resume, notes = resume_checkpoint(training.resume_from_checkpoint, training.output_dir)
+    for note in notes:
+        say(f"[grpo] {note}")
+    done = trained_steps(resume) if resume is not None else 0
+    if resume is not None and 0 < training.max_steps <= done:
+        # GRPOTrainer would train one step past max_steps before it looks (and save and monitor that step too)
+        say(f"[grpo] {Path(resume).name} is at step {done} of max_steps {training.max_steps}: nothing left to "
+            "train; finishing")
+        _finish_without_training(trainer, resume, monitor, training)
+    else:
+        trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(training.output_dir)
     train_seconds = time.monotonic() - started
     is_main = trainer.accelerator.is_main_process
