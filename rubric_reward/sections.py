@@ -177,9 +177,9 @@ def _check_range(meta: Mapping[str, Any], value: Any) -> str | None:
         return None
     if isinstance(value, float) and not math.isfinite(value) and meta.get("finite", True):
         return "must be a finite number"
-    bounds = {"ge": value >= meta.get("ge", -math.inf), "gt": value > meta.get("gt", -math.inf),
-              "le": value <= meta.get("le", math.inf), "lt": value < meta.get("lt", math.inf)}
-    if all(bounds.values()):
+    tests = {"ge": lambda b: value >= b, "gt": lambda b: value > b, "le": lambda b: value <= b,
+             "lt": lambda b: value < b}
+    if all(test(meta[key]) for key, test in tests.items() if key in meta):
         return None
     return f"must be {_range_text(meta)}"
 
