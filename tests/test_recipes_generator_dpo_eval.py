@@ -240,7 +240,7 @@ def test_eval_generator_command(tmp_path, server, capsys):
 def test_shipped_eval_config_loads():
     path = Path(__file__).resolve().parents[1] / "configs" / "dpo" / "eval_generator.yaml"
     config = EvalGeneratorConfig.from_yaml(path)
-    assert config.mt_bench["source"] == "hub" and config.split == {"seed": 0, "test_fraction": 0.5}
+    assert config.mt_bench.source == "hub" and (config.split.seed, config.split.test_fraction) == (0, 0.5)
     assert [g.name for g in config.generators] == ["gpt-4.1"]
 
 

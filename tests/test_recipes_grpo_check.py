@@ -63,6 +63,23 @@ CASES = [
     ("bad recipe number", None, ["--eval_batch_size", "0"], ["command line (--eval_batch_size)", "eval_batch_size"]),
     ("model path missing", "model_name_or_path: /nope/model\n", [], ["{bad}", "model_name_or_path", "/nope/model"]),
     ("unknown top-level reward key", "reward: best_score\n", [], ["{bad}", "reward: unknown key", "under reward_config"]),
+    # issue 32.6: types and ranges everywhere, each error naming the file, the section and the field
+    ("NaN length penalty", "reward_config: {length_penalty: {enabled: true, penalty: .nan}}\n", [],
+     ["{bad}", "reward_config", "length_penalty: field 'penalty' must be a finite number"]),
+    ("penalty enabled: 'no'", "reward_config: {length_penalty: {enabled: 'no'}}\n", [],
+     ["{bad}", "reward_config", "length_penalty: field 'enabled' must be true or false, got 'no'"]),
+    ("NaN unscored_reward", "reward_config: {unscored_reward: .nan}\n", [],
+     ["{bad}", "reward_config", "field 'unscored_reward' must be a finite number"]),
+    ("infinite deadline", "reward_config: {deadline_s: .inf}\n", [],
+     ["{bad}", "reward_config", "field 'deadline_s' must be a finite number"]),
+    ("a word where a share goes", "reward_config: {max_unscorable_fraction: high}\n", [],
+     ["{bad}", "reward_config", "field 'max_unscorable_fraction' must be a number, got 'high'"]),
+    ("NaN watch threshold", "watch: {min_rise: .nan}\n", [], ["{bad}", "watch", "field 'min_rise' must be a finite"]),
+    ("fractional stop_after", "watch: {stop_after: 1.5}\n", [],
+     ["{bad}", "watch", "field 'stop_after' must be an integer, got 1.5"]),
+    ("copied_share over 1", "watch: {copied_share: 5}\n", [], ["{bad}", "watch", "field 'copied_share' must be in [0, 1]"]),
+    ("local judge dtype", "judge: {model: m, backend: transformers, engine_args: {dtype: fp8}}\n", [],
+     ["{bad}", "judge", "engine_args.dtype must be one of", "'fp8'"]),
 ]
 
 

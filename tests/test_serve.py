@@ -208,9 +208,9 @@ def test_config_errors_name_the_field(tmp_path, monkeypatch):
         ServeConfig.from_dict({"reward": "mean"})
     with pytest.raises(ValueError, match=r"unknown field\(s\) \['colour'\]"):
         ServeConfig.from_dict({"colour": 1})
-    with pytest.raises(ValueError, match=r"serve\.max_batch_items"):
+    with pytest.raises(ValueError, match=r"ServeConfig\.serve: field 'max_batch_items' must be >= 1"):
         ServeConfig.from_dict({"serve": {"max_batch_items": 0}})
-    with pytest.raises(ValueError, match="'scoring'"):
+    with pytest.raises(ValueError, match=r"ServeConfig\.scoring: field 'abstention' must be one of"):
         ServeConfig.from_dict({"scoring": {"abstention": "never"}})
     monkeypatch.delenv("NO_SUCH_TOKEN_VAR", raising=False)
     with pytest.raises(ValueError, match="NO_SUCH_TOKEN_VAR"):

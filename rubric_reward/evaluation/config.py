@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from ..judges.config import JudgeConfig, load_judges
 from ..judges.fingerprint import plain, public_judge
 from ..rows import DataSource
 from ..scoring import ScoringConfig
+from ..sections import check_fields, from_section
 from .dataset import FieldMap
 
 __all__ = ["EvalConfig"]
@@ -29,21 +30,25 @@ class EvalConfig:
     grading seed (option shuffling).
     """
 
-    data: DataSource
-    judges: tuple[JudgeConfig, ...]
-    fields: FieldMap = FieldMap()
-    rubric: str | None = None
-    rubrics: str | None = None
-    scoring: ScoringConfig = ScoringConfig()
-    grading: GradingConfig = GradingConfig()
-    out_dir: str = "runs/eval"
-    cache: str | None = "auto"
-    max_cost: float | None = None
-    seed: int = 0
-    concurrency: int = 8
-    limit: int | None = None
-    report: bool = True
-    progress: bool = True
+    data: DataSource = field(metadata={
+        "help": "the items: a path (JSONL, CSV), or a mapping of DataSource fields", "raw": True})
+    judges: tuple[JudgeConfig, ...] = field(metadata={
+        "help": "a judge, a list of judges (an ensemble), or a judges YAML", "raw": True})
+    fields: FieldMap = field(default=FieldMap(), metadata={"help": "which column holds what (FieldMap)"})
+    rubric: str | None = field(default=None, metadata={"help": "one rubric for every item (a path)"})
+    rubrics: str | None = field(default=None, metadata={"help": "a rubric library file (ids -> rubrics)"})
+    scoring: ScoringConfig = field(default=ScoringConfig(), metadata={"help": "ScoringConfig fields"})
+    grading: GradingConfig = field(default=GradingConfig(), metadata={
+        "help": "GradingConfig fields (the seed is the top-level 'seed')", "raw": True})
+    out_dir: str = field(default="runs/eval", metadata={"help": "where results, the manifest and the report go"})
+    cache: str | None = field(default="auto", metadata={
+        "help": "the reply cache: auto (out_dir/cache.sqlite), a path, or null (off)"})
+    max_cost: float | None = field(default=None, metadata={"help": "stop at this judge cost (USD)", "ge": 0})
+    seed: int = field(default=0, metadata={"help": "the grading seed (option shuffling)"})
+    concurrency: int = field(default=8, metadata={"help": "items judged at once", "ge": 1})
+    limit: int | None = field(default=None, metadata={"help": "judge the first N items only", "ge": 1})
+    report: bool = field(default=True, metadata={"help": "write the report"})
+    progress: bool = field(default=True, metadata={"help": "show progress"})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data", DataSource.parse(self.data))
@@ -55,33 +60,24 @@ class EvalConfig:
         ))
         if not self.judges:
             raise ValueError("eval config: 'judges' is empty; at least one judge is needed")
-        if isinstance(self.fields, Mapping):
-            object.__setattr__(self, "fields", FieldMap(**self.fields))
-        if isinstance(self.scoring, Mapping):
-            object.__setattr__(self, "scoring", ScoringConfig(**self.scoring))
         if isinstance(self.grading, Mapping):
             if "seed" in self.grading:
                 raise ValueError("eval config: set the seed at the top level ('seed'), not under 'grading'")
-            object.__setattr__(self, "grading", GradingConfig(**self.grading))
+            object.__setattr__(self, "grading", from_section(GradingConfig, self.grading, "eval config.grading"))
+        elif not isinstance(self.grading, GradingConfig):
+            raise ValueError(f"eval config: field 'grading' must be a mapping of GradingConfig fields, "
+                             f"got {self.grading!r:.80}")
+        check_fields(self, "eval config")
         object.__setattr__(self, "grading", replace(self.grading, seed=self.seed))
-        if not isinstance(self.concurrency, int) or self.concurrency < 1:
-            raise ValueError(f"eval config: 'concurrency' must be a positive integer, got {self.concurrency!r}")
-        if self.max_cost is not None and (not isinstance(self.max_cost, int | float) or self.max_cost < 0):
-            raise ValueError(f"eval config: 'max_cost' must be a non-negative number, got {self.max_cost!r}")
-        if self.limit is not None and (not isinstance(self.limit, int) or self.limit < 1):
-            raise ValueError(f"eval config: 'limit' must be a positive integer, got {self.limit!r}")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], base_dir: str | Path | None = None) -> EvalConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"eval config: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
-        for required in ("data", "judges"):
-            if required not in d:
-                raise ValueError(f"eval config: missing field {required!r}")
-        d = dict(d)
-        if base_dir is not None:
+        if isinstance(d, Mapping):
+            for required in ("data", "judges"):
+                if required not in d:
+                    raise ValueError(f"eval config: missing field {required!r}")
+        d = dict(d) if isinstance(d, Mapping) else d
+        if base_dir is not None and isinstance(d, dict):
             base = Path(base_dir)
 
             def resolve(p: Any) -> Any:
@@ -93,10 +89,11 @@ class EvalConfig:
             else:
                 d["data"] = resolve(data)
             for key in ("rubric", "rubrics"):
-                d[key] = resolve(d.get(key))
+                if key in d:
+                    d[key] = resolve(d[key])
             if isinstance(d["judges"], str):
                 d["judges"] = resolve(d["judges"])
-        return cls(**d)
+        return from_section(cls, d, "eval config")
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> EvalConfig:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..sections import from_section
+from ..sections import check_fields, from_section
 
 __all__ = ["FORMATS", "GenerationConfig"]
 
@@ -25,31 +25,26 @@ class GenerationConfig:
     ``checks``: offer programmatic checks (a menu of IFEval checks in the instructions, a ``check``
     field in the schema, ``[check]`` lines in the list format); answers may carry checks either way."""
 
-    level: str = "instance"
-    min_criteria: int = 3
-    max_criteria: int = 10
-    dataset_sample: int = 16
-    seed: int = 0
-    max_tokens: int = 1024
-    reasks: int = 1
-    concurrency: int = 8
-    accept_lists: bool = True
-    format: str = "json"
-    checks: bool = False
+    level: str = field(default="instance", metadata={
+        "help": "a rubric per prompt (instance) or one for a dataset sample (dataset)",
+        "choices": ("instance", "dataset")})
+    min_criteria: int = field(default=3, metadata={"help": "the fewest criteria asked for", "ge": 1})
+    max_criteria: int = field(default=10, metadata={"help": "the most criteria asked for", "ge": 1})
+    dataset_sample: int = field(default=16, metadata={"help": "prompts shown for a dataset-level rubric", "ge": 1})
+    seed: int = field(default=0, metadata={"help": "draws the dataset sample"})
+    max_tokens: int = field(default=1024, metadata={"help": "the longest answer", "ge": 1})
+    reasks: int = field(default=1, metadata={"help": "extra attempts after an unusable answer", "ge": 0})
+    concurrency: int = field(default=8, metadata={"help": "prompts in flight", "ge": 1})
+    accept_lists: bool = field(default=True, metadata={"help": "read a numbered or bulleted list as criteria"})
+    format: str = field(default="json", metadata={
+        "help": "json (the schema) or list (numbered criteria with bracketed weights)", "choices": FORMATS})
+    checks: bool = field(default=False, metadata={"help": "offer programmatic (IFEval) checks"})
 
     def __post_init__(self) -> None:
-        if self.level not in ("instance", "dataset"):
-            raise ValueError(f"generation: field 'level' must be 'instance' or 'dataset', got {self.level!r}")
-        if self.format not in FORMATS:
-            raise ValueError(f"generation: field 'format' must be 'json' or 'list', got {self.format!r}")
-        if not 1 <= self.min_criteria <= self.max_criteria:
+        check_fields(self, "generation")
+        if not self.min_criteria <= self.max_criteria:
             raise ValueError(f"generation: need 1 <= min_criteria <= max_criteria, got "
                              f"{self.min_criteria} and {self.max_criteria}")
-        for name in ("dataset_sample", "max_tokens", "concurrency"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"generation: field {name!r} must be >= 1, got {getattr(self, name)}")
-        if self.reasks < 0:
-            raise ValueError(f"generation: field 'reasks' must be >= 0, got {self.reasks}")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> GenerationConfig:

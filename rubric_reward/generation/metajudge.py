@@ -42,7 +42,7 @@ from ..prompts import fence
 from ..rubric import Rubric, load_rubric
 from .answers import json_values
 from .generator import one_judge
-from ..sections import from_section
+from ..sections import check_fields, from_section
 from .templates import task_text
 
 __all__ = [
@@ -250,24 +250,21 @@ class MetaJudgeConfig:
     result's ``score`` or its ``expected_score`` (continuous, from label probabilities; falls back to
     ``score`` where the judge gives none)."""
 
-    mode: str = "pairwise"
-    meta_rubric: str | None = None
-    max_tokens: int = 512
-    reasks: int = 1
-    seed: int = 0
-    credit: str = "hard"
-    point_score: str = "score"
+    mode: str = field(default="pairwise", metadata={"help": "pairwise, pointwise or outcome", "choices": MODES})
+    meta_rubric: str | None = field(default=None, metadata={
+        "help": "pointwise: a meta-rubric file (default: the shipped one)"})
+    max_tokens: int = field(default=512, metadata={"help": "the longest answer", "ge": 1})
+    reasks: int = field(default=1, metadata={"help": "re-asks after an off-menu pairwise answer", "ge": 0})
+    seed: int = field(default=0, metadata={"help": "the Scorer's seed"})
+    credit: str = field(default="hard", metadata={
+        "help": "pairwise: half a point per order to the pick (hard) or half its probability (soft)",
+        "choices": ("hard", "soft")})
+    point_score: str = field(default="score", metadata={
+        "help": "pointwise: the meta-rubric result's score or expected_score",
+        "choices": ("score", "expected_score")})
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"meta-judge: field 'mode' must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.credit not in ("hard", "soft"):
-            raise ValueError(f"meta-judge: field 'credit' must be 'hard' or 'soft', got {self.credit!r}")
-        if self.point_score not in ("score", "expected_score"):
-            raise ValueError(f"meta-judge: field 'point_score' must be 'score' or 'expected_score', "
-                             f"got {self.point_score!r}")
-        if self.reasks < 0 or self.max_tokens < 1:
-            raise ValueError("meta-judge: 'reasks' must be >= 0 and 'max_tokens' >= 1")
+        check_fields(self, "meta-judge")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> MetaJudgeConfig:

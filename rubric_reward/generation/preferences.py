@@ -35,7 +35,7 @@ import json
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ from .jobs import job_cache, run_batch
 from .metajudge import MetaJudge, MetaJudgeConfig, PairJudgement
 from .parsing import rubric_text
 from .prompt_rows import PromptRow, load_prompts
-from ..sections import from_section
+from ..sections import check_fields, from_section
 from .templates import generation_messages
 
 __all__ = ["PreferenceConfig", "PreferenceSummary", "build_preferences", "choose_pair", "dataset_features",
@@ -59,28 +59,21 @@ __all__ = ["PreferenceConfig", "PreferenceSummary", "build_preferences", "choose
 class PreferenceConfig:
     """K candidates at ``temperature``, up to M pairs, BT ``prior``, the skip threshold, prompts in flight."""
 
-    k: int = 8
-    m: int = 10
-    temperature: float = 0.8
-    seed: int = 0
-    prior: float = 0.1
-    min_win_prob: float = 0.55
-    concurrency: int = 4
+    k: int = field(default=8, metadata={"help": "candidate rubrics per prompt", "ge": 2})
+    m: int = field(default=10, metadata={"help": "meta-judge comparisons (pairs) per prompt, at most", "ge": 1})
+    temperature: float = field(default=0.8, metadata={"help": "the candidates' sampling temperature",
+                                                       "ge": 0, "le": 2})
+    seed: int = field(default=0, metadata={"help": "sampling and pair selection seed"})
+    prior: float = field(default=0.1, metadata={"help": "Bradley-Terry prior (unbeaten candidates)", "gt": 0})
+    min_win_prob: float = field(default=0.55, metadata={
+        "help": "skip a prompt whose best candidate beats its worst with less probability", "ge": 0.5, "lt": 1})
+    concurrency: int = field(default=4, metadata={"help": "prompts in flight", "ge": 1})
 
     def __post_init__(self) -> None:
-        if self.k < 2:
-            raise ValueError(f"preferences: field 'k' must be >= 2, got {self.k}")
+        check_fields(self, "preferences")
         if self.m < math.ceil(self.k / 2):
             raise ValueError(f"preferences: field 'm' = {self.m} cannot put all {self.k} candidates in a pair; "
                              f"need m >= {math.ceil(self.k / 2)}")
-        if not 0.0 <= self.temperature <= 2.0:
-            raise ValueError(f"preferences: field 'temperature' must be in [0, 2], got {self.temperature}")
-        if self.prior <= 0:
-            raise ValueError(f"preferences: field 'prior' must be > 0 (unbeaten candidates), got {self.prior}")
-        if not 0.5 <= self.min_win_prob < 1.0:
-            raise ValueError(f"preferences: field 'min_win_prob' must be in [0.5, 1), got {self.min_win_prob}")
-        if self.concurrency < 1:
-            raise ValueError("preferences: field 'concurrency' must be >= 1")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> PreferenceConfig:

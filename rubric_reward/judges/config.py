@@ -9,14 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from ..models import DEFAULT_LOCAL_MODEL
+from ..sections import check_fields, from_section
 
-__all__ = ["ANSWER", "CALLS", "OPERATIONAL", "JudgeConfig", "judge_fields", "load_judges"]
+__all__ = ["ANSWER", "CALLS", "OPERATIONAL", "JudgeConfig", "check_transformers_engine_args", "judge_fields",
+           "load_judges"]
 
 _BACKENDS = ("auto", "http", "litellm", "transformers", "vllm")
 _LIMIT_SCOPES = ("world", "process", "shared")
 _MODES = ("per_criterion", "per_item", "group")
-_NUMBERS = ("temperature", "top_p", "timeout_s", "backoff_base_s", "backoff_max_s", "call_deadline_s",
-            "batch_deadline_s", "breaker_cooldown_s", "input_cost_per_token", "output_cost_per_token", "weight")
+# the transformers backend's engine_args (anything else there is a mistake, found when the config is read)
+TRANSFORMERS_ENGINE_KEYS = ("token_budget", "dtype")
+TRANSFORMERS_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 # What a JudgeConfig field changes, declared once on the field itself. The reply-cache key, the judge
 # fingerprint and the run fingerprint read these (see judge_fields); a field without one fails a test.
@@ -51,42 +54,63 @@ class JudgeConfig:
     call with all its retries, ``batch_deadline_s`` every call of one batch.
     """
 
-    model: str = field(metadata=ANSWER)
-    name: str = field(default="", metadata=CALLS)
-    backend: str = field(default="auto", metadata=ANSWER)
-    base_url: str | tuple[str, ...] | None = field(default=None, metadata=ANSWER)
-    api_key_env: str | None = field(default=None, metadata=OPERATIONAL)
-    temperature: float = field(default=0.0, metadata=ANSWER)
-    top_p: float | None = field(default=None, metadata=ANSWER)
-    max_tokens: int = field(default=512, metadata=ANSWER)
-    seed: int | None = field(default=None, metadata=ANSWER)
-    extra_body: Mapping[str, Any] = field(default_factory=dict, metadata=ANSWER)
-    structured_output: bool = field(default=True, metadata=ANSWER)
-    logprobs: bool = field(default=False, metadata=CALLS)
-    top_logprobs: int = field(default=5, metadata=ANSWER)
-    verdict_mode: str = field(default="logprob", metadata=ANSWER)
-    engine_args: Mapping[str, Any] = field(default_factory=dict, metadata=ANSWER)
-    mode: str | int = field(default="per_criterion", metadata=CALLS)
-    group_size: int = field(default=8, metadata=CALLS)
-    group_criteria: int | str = field(default=1, metadata=CALLS)
-    group_passes: int = field(default=1, metadata=CALLS)
-    samples: int = field(default=1, metadata=CALLS)
-    weight: float = field(default=1.0, metadata=CALLS)
-    max_concurrency: int = field(default=64, metadata=OPERATIONAL)
-    rpm: int | None = field(default=None, metadata=OPERATIONAL)
-    tpm: int | None = field(default=None, metadata=OPERATIONAL)
-    timeout_s: float = field(default=60.0, metadata=OPERATIONAL)
-    max_retries: int = field(default=3, metadata=OPERATIONAL)
-    backoff_base_s: float = field(default=0.5, metadata=OPERATIONAL)
-    backoff_max_s: float = field(default=30.0, metadata=OPERATIONAL)
-    call_deadline_s: float | None = field(default=None, metadata=OPERATIONAL)
-    batch_deadline_s: float | None = field(default=None, metadata=OPERATIONAL)
-    replica_concurrency: int | None = field(default=None, metadata=OPERATIONAL)
-    breaker_failures: int = field(default=3, metadata=OPERATIONAL)
-    breaker_cooldown_s: float = field(default=10.0, metadata=OPERATIONAL)
-    limit_scope: str = field(default="world", metadata=OPERATIONAL)
-    input_cost_per_token: float | None = field(default=None, metadata=OPERATIONAL)
-    output_cost_per_token: float | None = field(default=None, metadata=OPERATIONAL)
+    model: str = field(metadata={**ANSWER, "help": "provider model string (litellm form) or the served model name"})
+    name: str = field(default="", metadata={**CALLS, "help": "the judge's name in results (default: model)"})
+    backend: str = field(default="auto", metadata={
+        **ANSWER, "help": "http with a base URL, litellm otherwise; transformers, vllm: local", "choices": _BACKENDS})
+    base_url: str | tuple[str, ...] | None = field(default=None, metadata={
+        **ANSWER, "help": "one OpenAI-compatible URL or a list of replicas"})
+    api_key_env: str | None = field(default=None, metadata={
+        **OPERATIONAL, "help": "the environment variable holding the API key (the key never goes in a config)"})
+    temperature: float = field(default=0.0, metadata={**ANSWER, "help": "sampling temperature", "ge": 0, "le": 2})
+    top_p: float | None = field(default=None, metadata={**ANSWER, "help": "nucleus sampling", "gt": 0, "le": 1})
+    max_tokens: int = field(default=512, metadata={**ANSWER, "help": "the longest answer", "ge": 1})
+    seed: int | None = field(default=None, metadata={**ANSWER, "help": "sampling seed (seed + sample index)"})
+    extra_body: Mapping[str, Any] = field(default_factory=dict, metadata={
+        **ANSWER, "help": "extra fields of the request body"})
+    structured_output: bool = field(default=True, metadata={
+        **ANSWER, "help": "send the verdict JSON schema as response_format"})
+    logprobs: bool = field(default=False, metadata={**CALLS, "help": "ask for token logprobs (logprob verdicts)"})
+    top_logprobs: int = field(default=5, metadata={**ANSWER, "help": "logprobs per token", "ge": 0})
+    verdict_mode: str = field(default="logprob", metadata={
+        **ANSWER, "help": "local judges: score labels as continuations (logprob) or generate JSON",
+        "choices": ("logprob", "generate")})
+    engine_args: Mapping[str, Any] = field(default_factory=dict, metadata={
+        **ANSWER, "help": "vllm.LLM(...) arguments, or {token_budget, dtype} for transformers"})
+    mode: str | int = field(default="per_criterion", metadata={
+        **CALLS, "help": "per_criterion, per_item, group, or k criteria per call"})
+    group_size: int = field(default=8, metadata={**CALLS, "help": "mode group: responses per call", "ge": 1})
+    group_criteria: int | str = field(default=1, metadata={
+        **CALLS, "help": "mode group: criteria per call (k or 'all')"})
+    group_passes: int = field(default=1, metadata={
+        **CALLS, "help": "mode group: 2 adds a pass in the reverse order", "choices": (1, 2)})
+    samples: int = field(default=1, metadata={**CALLS, "help": "repeated samples per call", "ge": 1})
+    weight: float = field(default=1.0, metadata={**CALLS, "help": "ensemble weight", "ge": 0})
+    max_concurrency: int = field(default=64, metadata={
+        **OPERATIONAL, "help": "requests in flight to the endpoint", "ge": 1})
+    rpm: int | None = field(default=None, metadata={**OPERATIONAL, "help": "requests per minute", "ge": 1})
+    tpm: int | None = field(default=None, metadata={**OPERATIONAL, "help": "tokens per minute", "ge": 1})
+    timeout_s: float = field(default=60.0, metadata={**OPERATIONAL, "help": "one HTTP attempt", "gt": 0})
+    max_retries: int = field(default=3, metadata={**OPERATIONAL, "help": "extra attempts", "ge": 0})
+    backoff_base_s: float = field(default=0.5, metadata={**OPERATIONAL, "help": "the first retry's wait", "ge": 0})
+    backoff_max_s: float = field(default=30.0, metadata={
+        **OPERATIONAL, "help": "the longest retry wait (Retry-After included)", "ge": 0})
+    call_deadline_s: float | None = field(default=None, metadata={
+        **OPERATIONAL, "help": "one logical call, retries and waits included", "gt": 0})
+    batch_deadline_s: float | None = field(default=None, metadata={
+        **OPERATIONAL, "help": "every call of one batch, from the batch start", "gt": 0})
+    replica_concurrency: int | None = field(default=None, metadata={
+        **OPERATIONAL, "help": "in-flight cap per base URL", "ge": 1})
+    breaker_failures: int = field(default=3, metadata={
+        **OPERATIONAL, "help": "failures in a row that open a replica's circuit breaker", "ge": 1})
+    breaker_cooldown_s: float = field(default=10.0, metadata={
+        **OPERATIONAL, "help": "how long an open breaker waits", "ge": 0})
+    limit_scope: str = field(default="world", metadata={
+        **OPERATIONAL, "help": "how processes share the limits", "choices": _LIMIT_SCOPES})
+    input_cost_per_token: float | None = field(default=None, metadata={
+        **OPERATIONAL, "help": "price in USD per prompt token", "ge": 0})
+    output_cost_per_token: float | None = field(default=None, metadata={
+        **OPERATIONAL, "help": "price in USD per completion token", "ge": 0})
 
     def __post_init__(self) -> None:
         def bad(field_name: str, why: str) -> ValueError:
@@ -94,80 +118,34 @@ class JudgeConfig:
 
         if not isinstance(self.model, str) or not self.model.strip():
             raise bad("model", "must be a non-empty string")
-        for name in _NUMBERS:
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
-                raise bad(name, f"must be a number, got {v!r}")
-        urls = self.base_url if isinstance(self.base_url, list | tuple) else [self.base_url]
-        if self.base_url is not None and not all(isinstance(u, str) and u.strip() for u in urls):
-            raise bad("base_url", f"must be a URL string or a list of them, got {self.base_url!r}")
         if self.name is None:
             object.__setattr__(self, "name", "")
-        for name in ("name", "backend", "verdict_mode", "limit_scope"):
-            if not isinstance(getattr(self, name), str):
-                raise bad(name, f"must be a string, got {getattr(self, name)!r}")
+        check_fields(self, f"judge {self.model!r}")
         if not self.name:
             object.__setattr__(self, "name", self.model)
-        if self.verdict_mode not in ("logprob", "generate"):
-            raise bad("verdict_mode", f"must be 'logprob' or 'generate', got {self.verdict_mode!r}")
-        if self.backend not in _BACKENDS:
-            raise bad("backend", f"must be one of {', '.join(_BACKENDS)}, got {self.backend!r}")
-        if isinstance(self.base_url, list | tuple):
-            urls = tuple(str(u).rstrip("/") for u in self.base_url)
-            if not urls:
-                raise bad("base_url", "is an empty list")
+        if isinstance(self.base_url, tuple):
+            urls = tuple(u.rstrip("/") for u in self.base_url)
+            if not urls or not all(u.strip() for u in urls):
+                raise bad("base_url", f"must be a URL string or a non-empty list of them, got {self.base_url!r}")
             object.__setattr__(self, "base_url", urls if len(urls) > 1 else urls[0])
         elif isinstance(self.base_url, str):
+            if not self.base_url.strip():
+                raise bad("base_url", "is an empty string")
             object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
         if isinstance(self.mode, str) and self.mode not in _MODES:
             if not self.mode.isdigit():
                 raise bad("mode", f"must be 'per_criterion', 'per_item', 'group' or an integer, got {self.mode!r}")
             object.__setattr__(self, "mode", int(self.mode))
-        if isinstance(self.mode, bool) or not isinstance(self.mode, str | int):
-            raise bad("mode", f"must be 'per_criterion', 'per_item', 'group' or an integer, got {self.mode!r}")
         if isinstance(self.mode, int) and self.mode < 1:
             raise bad("mode", f"k criteria per call must be >= 1, got {self.mode}")
         if isinstance(self.group_criteria, str) and self.group_criteria.isdigit():
             object.__setattr__(self, "group_criteria", int(self.group_criteria))
-        if self.group_criteria != "all" and (isinstance(self.group_criteria, bool) or not isinstance(
-                self.group_criteria, int) or self.group_criteria < 1):
+        if self.group_criteria != "all" and (isinstance(self.group_criteria, str) or self.group_criteria < 1):
             raise bad("group_criteria", f"must be a positive integer or 'all', got {self.group_criteria!r}")
-        if self.group_passes not in (1, 2) or isinstance(self.group_passes, bool):
-            raise bad("group_passes", f"must be 1 or 2, got {self.group_passes!r}")
-        for name in ("max_tokens", "samples", "max_concurrency", "top_logprobs", "group_size"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < (0 if name == "top_logprobs" else 1):
-                raise bad(name, f"must be a positive integer, got {getattr(self, name)!r}")
-        for name in ("rpm", "tpm"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or v < 1):
-                raise bad(name, f"must be a positive integer or null, got {v!r}")
-        if not 0.0 <= self.temperature <= 2.0:
-            raise bad("temperature", f"must be in [0, 2], got {self.temperature}")
-        if self.timeout_s <= 0:
-            raise bad("timeout_s", f"must be positive, got {self.timeout_s}")
-        if not isinstance(self.max_retries, int) or self.max_retries < 0:
-            raise bad("max_retries", f"must be an integer >= 0, got {self.max_retries!r}")
-        for name in ("backoff_base_s", "backoff_max_s", "breaker_cooldown_s"):
-            if getattr(self, name) < 0:
-                raise bad(name, f"must be >= 0, got {getattr(self, name)}")
-        for name in ("call_deadline_s", "batch_deadline_s"):
-            v = getattr(self, name)
-            if v is not None and v <= 0:
-                raise bad(name, f"must be positive or null, got {v}")
-        for name in ("replica_concurrency", "breaker_failures"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or v < 1):
-                raise bad(name, f"must be a positive integer, got {v!r}")
-        if self.limit_scope not in _LIMIT_SCOPES:
-            raise bad("limit_scope", f"must be one of {', '.join(_LIMIT_SCOPES)}, got {self.limit_scope!r}")
-        for name in ("input_cost_per_token", "output_cost_per_token"):
-            v = getattr(self, name)
-            if v is not None and v < 0:
-                raise bad(name, f"must be >= 0 or null, got {v}")
-        if self.weight < 0:
-            raise bad("weight", f"must be >= 0, got {self.weight}")
         if self.api_key_env is not None and not str(self.api_key_env).replace("_", "").isalnum():
             raise bad("api_key_env", "must name an environment variable (the key itself never goes in a config)")
+        if self.resolved_backend() == "transformers":
+            check_transformers_engine_args(self)
 
     @property
     def base_urls(self) -> tuple[str, ...]:
@@ -224,15 +202,30 @@ class JudgeConfig:
     def from_dict(cls, d: Mapping[str, Any]) -> JudgeConfig:
         if isinstance(d, str):
             return cls(model=d)
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"judge config: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
-        if "api_key" in d:
+        if isinstance(d, Mapping) and "api_key" in d:
             raise ValueError("judge config: put the key in an environment variable and name it in 'api_key_env'")
-        if "model" not in d:
+        if isinstance(d, Mapping) and "model" not in d:
             raise ValueError("judge config: missing field 'model'")
-        return cls(**d)
+        return from_section(cls, d, "judge config")
+
+
+def check_transformers_engine_args(config: JudgeConfig, token_budget: int | None = None) -> int | None:
+    """The transformers backend's ``engine_args`` checked (known keys, ``dtype``, ``token_budget``): when the
+    config is read, so a bad one stops a run before training, not at the first judge call. Returns the
+    token budget (``token_budget`` given, else the engine arg; None: the backend's default)."""
+    args = config.engine_args
+    unknown = set(args) - set(TRANSFORMERS_ENGINE_KEYS)
+    if unknown:
+        raise ValueError(f"judge {config.name!r}: engine_args {sorted(unknown)} are not understood by the "
+                         f"transformers backend (known: {', '.join(TRANSFORMERS_ENGINE_KEYS)})")
+    budget = token_budget if token_budget is not None else args.get("token_budget")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+        raise ValueError(f"judge {config.name!r}: engine_args.token_budget must be a positive integer, got {budget!r}")
+    dtype = args.get("dtype")
+    if dtype is not None and dtype not in TRANSFORMERS_DTYPES:
+        raise ValueError(f"judge {config.name!r}: engine_args.dtype must be one of {', '.join(TRANSFORMERS_DTYPES)}, "
+                         f"got {dtype!r}")
+    return budget
 
 
 def judge_fields(affects: str) -> frozenset[str]:

@@ -29,15 +29,13 @@ from typing import Any
 
 from ..results import Usage
 from .base import ChatReply, ChatRequest
-from .config import JudgeConfig
+from .config import JudgeConfig, check_transformers_engine_args
 from .local import ANSWER_PREFIX, BatchingBackend, allowed_labels, label_reply
 from .token_trees import ForwardStats, TokenTrees, group_by_prefix, pack_rows, shared_prefix_len
 
 __all__ = ["DEFAULT_TOKEN_BUDGET", "TransformersBackend", "json_object_end", "resolve_dtype"]
 
 DEFAULT_TOKEN_BUDGET = 2048
-_ENGINE_KEYS = ("token_budget", "dtype")
-_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 Report = Callable[[int, ChatReply], None]
 
@@ -87,20 +85,8 @@ class TransformersBackend(BatchingBackend):
     def __init__(self, config: JudgeConfig, *, max_batch: int = 256, model: Any = None, tokenizer: Any = None,
                  token_budget: int | None = None):
         super().__init__(config, max_batch=max_batch)
-        unknown = set(config.engine_args) - set(_ENGINE_KEYS)
-        if unknown:
-            raise ValueError(f"judge {config.name!r}: engine_args {sorted(unknown)} are not understood by the "
-                             f"transformers backend (known: {', '.join(_ENGINE_KEYS)})")
-        budget = token_budget if token_budget is not None else config.engine_args.get("token_budget",
-                                                                                        DEFAULT_TOKEN_BUDGET)
-        if not isinstance(budget, int) or budget < 1:
-            raise ValueError(f"judge {config.name!r}: engine_args.token_budget must be a positive integer, "
-                             f"got {budget!r}")
-        self.token_budget = budget
-        dtype = config.engine_args.get("dtype")
-        if dtype is not None and dtype not in _DTYPES:
-            raise ValueError(f"judge {config.name!r}: engine_args.dtype must be one of {', '.join(_DTYPES)}, "
-                             f"got {dtype!r}")
+        budget = check_transformers_engine_args(config, token_budget)
+        self.token_budget = budget if budget is not None else DEFAULT_TOKEN_BUDGET
         self.stats = ForwardStats()
         self._model = model
         self._tokenizer = tokenizer

@@ -2,8 +2,9 @@
 
 The fields map 1:1 onto a YAML file (``RewardConfig.from_yaml(path)``); the TRL plugin, the reward
 service (whose ``ServeConfig`` adds a ``serve:`` section) and the OpenRLHF / verl adapters read the
-same file, so one ``reward.yaml`` drives them all. Nested sections (``scoring``, ``grading``,
-``guards``, ``length_penalty``) are validated here. Defaults are the RL ones on every path:
+same file, so one ``reward.yaml`` drives them all. Every field is typed and range-checked by the one
+section reader (:mod:`rubric_reward.sections`), and nested sections (``scoring``, ``grading``,
+``guards``, ``length_penalty``) are typed once, here. Defaults are the RL ones on every path:
 abstention ``zero`` (under ``skip`` a policy raises its reward by making criteria unassessable),
 judge failures unscored (``None``); ``scoring`` fields given are laid over them, so
 ``{all_or_nothing: true}`` keeps abstention ``zero``.
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..sections import check_fields, from_section
 from .records import REWARD_FIELDS
 
 __all__ = ["DEFAULT_SCORING", "GuardConfig", "LengthPenalty", "RewardConfig"]
@@ -32,14 +34,6 @@ _OTHER_SECTIONS = frozenset({"serve"})
 _INPUT_PATHS = ("rubric", "rubric_dir", "rubrics", "judge")
 
 
-def _check_keys(section: str, given: Mapping[str, Any], cls: type) -> None:
-    known = {f.name for f in fields(cls)}
-    unknown = set(given) - known
-    if unknown:
-        where = f"RewardConfig.{section}" if section else "RewardConfig"
-        raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
-
-
 @dataclass(frozen=True)
 class GuardConfig:
     """Reward-hacking guards. ``min_reward`` is the reward a guarded completion gets.
@@ -50,14 +44,16 @@ class GuardConfig:
     off by default, and needs ``max_completion_length`` here or from the trainer's args.
     """
 
-    degenerate: bool = True  # applies on every path (the grader screens before judging)
-    truncated: bool = False  # the TRL plugin only (it needs completion_ids)
-    max_completion_length: int | None = None
-    min_reward: float = 0.0
+    degenerate: bool = field(default=True, metadata={
+        "help": "degenerate completions get min_reward with no judge call (every path: the grader screens)"})
+    truncated: bool = field(default=False, metadata={
+        "help": "completions that reached max_completion_length get min_reward with no judge call (TRL plugin)"})
+    max_completion_length: int | None = field(default=None, metadata={
+        "help": "the length limit for 'truncated' (default: the trainer's)", "ge": 1})
+    min_reward: float = field(default=0.0, metadata={"help": "the reward a guarded completion gets"})
 
     def __post_init__(self) -> None:
-        if self.max_completion_length is not None and self.max_completion_length < 1:
-            raise ValueError(f"RewardConfig.guards.max_completion_length must be >= 1, got {self.max_completion_length}")
+        check_fields(self, "RewardConfig.guards")
 
 
 @dataclass(frozen=True)
@@ -74,31 +70,31 @@ class LengthPenalty:
     the trainer gives no ids).
     """
 
-    enabled: bool = False
-    unit: str = "words"
-    free: int = 512
-    cap: int = 1024
-    penalty: float = 0.5
-    exponent: float = 1.0
-    tokenizer: str | None = None
-    reference: str = "fixed"
-    quantile: float = 0.5
-    pass_score: float = 1.0
-    cap_ratio: float = 2.0
+    enabled: bool = field(default=False, metadata={"help": "switch the penalty on"})
+    unit: str = field(default="words", metadata={
+        "help": "words (whitespace-separated) or tokens (completion_ids, else the tokenizer)",
+        "choices": ("words", "tokens")})
+    free: int = field(default=512, metadata={"help": "lengths up to this cost nothing (reference: fixed)", "ge": 0})
+    cap: int = field(default=1024, metadata={"help": "the full penalty from this length on (reference: fixed)",
+                                             "ge": 1})
+    penalty: float = field(default=0.5, metadata={"help": "the largest penalty", "ge": 0})
+    exponent: float = field(default=1.0, metadata={"help": "the penalty's growth between free and cap", "gt": 0})
+    tokenizer: str | None = field(default=None, metadata={
+        "help": "a tokenizer name or path, for unit tokens when the trainer gives no completion_ids"})
+    reference: str = field(default="fixed", metadata={
+        "help": "fixed (free and cap) or group (from the group's passing completions)",
+        "choices": ("fixed", "group")})
+    quantile: float = field(default=0.5, metadata={
+        "help": "reference group: the free length is this quantile of the passing lengths", "ge": 0, "le": 1})
+    pass_score: float = field(default=1.0, metadata={
+        "help": "reference group: a completion passes with a judged score at least this"})
+    cap_ratio: float = field(default=2.0, metadata={
+        "help": "reference group: the cap is this many times the free length", "gt": 1})
 
     def __post_init__(self) -> None:
-        if self.unit not in ("words", "tokens"):
-            raise ValueError(f"RewardConfig.length_penalty.unit must be 'words' or 'tokens', got {self.unit!r}")
-        if self.reference not in ("fixed", "group"):
-            raise ValueError(f"RewardConfig.length_penalty.reference must be 'fixed' or 'group', got {self.reference!r}")
-        if not 0 <= self.free < self.cap:
+        check_fields(self, "RewardConfig.length_penalty")
+        if not self.free < self.cap:
             raise ValueError(f"RewardConfig.length_penalty needs 0 <= free < cap, got free={self.free} cap={self.cap}")
-        if self.penalty < 0 or self.exponent <= 0:
-            raise ValueError("RewardConfig.length_penalty: penalty must be >= 0 and exponent > 0")
-        if not 0.0 <= self.quantile <= 1.0:
-            raise ValueError(f"RewardConfig.length_penalty.quantile must be in [0, 1], got {self.quantile}")
-        if not self.cap_ratio > 1.0:
-            raise ValueError(f"RewardConfig.length_penalty.cap_ratio must be > 1, got {self.cap_ratio}")
 
     def __call__(self, length: int, free: float | None = None, cap: float | None = None) -> float:
         """The penalty for ``length`` (``free``/``cap``: a group's own reference, else the fixed ones)."""
@@ -128,78 +124,74 @@ class RewardConfig:
     is the number trainers that cannot take a missing reward (OpenRLHF, verl) get for an unscored
     sample, flagged unscored next to it; TRL gets ``None``.
     Trainer-only fields (guards.truncated, length_penalty, the unscorable streak, metrics and
-    logging) are accepted everywhere and used by the TRL plugin.
+    logging) are accepted everywhere and used by the TRL plugin. ``scoring`` and ``grading`` are typed
+    once, when the config is built (:meth:`scoring_config`, :meth:`grading_config`).
     """
 
-    judge: Any = None
-    base_url: str | None = None
-    rubric: Any = None
-    rubric_column: str | None = "rubric"
-    rubric_dir: str | None = None
-    rubrics: Any = None
-    scoring: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_SCORING))
-    grading: Mapping[str, Any] = field(default_factory=dict)
-    reward: str = "score"
-    strip_think: bool = True
-    deadline_s: float | None = 120.0
-    step_budget_s: float | None = None
-    max_unscorable_fraction: float = 1.0
-    max_unscorable_steps: int = 3
-    guards: GuardConfig | Mapping[str, Any] = field(default_factory=GuardConfig)
-    length_penalty: LengthPenalty | Mapping[str, Any] = field(default_factory=LengthPenalty)
-    metric_prefix: str = "rubric"
-    max_criteria_metrics: int = 20
-    log_completions: bool = True
-    cache: str | None = None
-    name: str = "rubric"
-    unscored_reward: float = 0.0
+    judge: Any = field(default=None, metadata={
+        "help": "a model string, a JudgeConfig mapping, a judge YAML path, or a list of them (an ensemble)",
+        "raw": True})
+    base_url: str | None = field(default=None, metadata={
+        "help": "an OpenAI-compatible endpoint for judges given as a model string or a mapping that names none"})
+    rubric: Any = field(default=None, metadata={
+        "help": "the default rubric (a path, a mapping or a list of criteria), for samples that bring none",
+        "raw": True})
+    rubric_column: str | None = field(default="rubric", metadata={
+        "help": "the dataset column holding each row's rubric (null: every row takes 'rubric')"})
+    rubric_dir: str | None = field(default=None, metadata={
+        "help": "where rubric ids are looked up: a folder of <id>.yaml/.yml/.json, or a library file"})
+    rubrics: Any = field(default=None, metadata={
+        "help": "rubric ids -> rubrics: a mapping, or a library file", "raw": True})
+    scoring: Mapping[str, Any] | None = field(default_factory=lambda: dict(DEFAULT_SCORING), metadata={
+        "help": "ScoringConfig fields, laid over {abstention: zero, on_failure: unscored}"})
+    grading: Mapping[str, Any] | None = field(default_factory=dict, metadata={
+        "help": "GradingConfig fields (seed, shuffle, reask, aggregation, screening)"})
+    reward: str = field(default="score", metadata={
+        "help": "which score is the reward", "choices": REWARD_FIELDS})
+    strip_think: bool = field(default=True, metadata={"help": "judge only the text after the last </think>"})
+    deadline_s: float | None = field(default=120.0, metadata={
+        "help": "seconds for one batch (TRL), request (service) or call (per-sample adapters); null: none",
+        "gt": 0})
+    step_budget_s: float | None = field(default=None, metadata={
+        "help": "seconds one step of a per-sample trainer may lose to failing judge calls (default: deadline_s)",
+        "gt": 0})
+    max_unscorable_fraction: float = field(default=1.0, metadata={
+        "help": "a batch with at least this fraction unscored counts towards max_unscorable_steps",
+        "gt": 0, "le": 1})
+    max_unscorable_steps: int = field(default=3, metadata={
+        "help": "raise after this many such batches in a row (0: never)", "ge": 0})
+    guards: GuardConfig | Mapping[str, Any] = field(default_factory=GuardConfig, metadata={
+        "help": "reward-hacking guards (GuardConfig)"})
+    length_penalty: LengthPenalty | Mapping[str, Any] = field(default_factory=LengthPenalty, metadata={
+        "help": "an optional length penalty (LengthPenalty)"})
+    metric_prefix: str = field(default="rubric", metadata={"help": "prefix of the logged metrics"})
+    max_criteria_metrics: int = field(default=20, metadata={
+        "help": "cap on per-criterion pass-rate metrics", "ge": 0})
+    log_completions: bool = field(default=True, metadata={"help": "per-completion columns through log_extra"})
+    cache: str | None = field(default=None, metadata={"help": "a SQLite reply-cache file"})
+    name: str = field(default="rubric", metadata={"help": "the function name TRL logs the reward under"})
+    unscored_reward: float = field(default=0.0, metadata={
+        "help": "the number OpenRLHF and verl get for an unscored sample (TRL gets None)"})
+    _scoring: Any = field(default=None, init=False, repr=False, compare=False)
+    _grading: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        def bad(name: str, why: str) -> ValueError:
-            return ValueError(f"RewardConfig: field {name!r} {why}")
+        where = type(self).__name__
 
-        for name, cls in (("guards", GuardConfig), ("length_penalty", LengthPenalty)):
-            value = getattr(self, name)
-            if isinstance(value, Mapping):
-                _check_keys(name, value, cls)
-                object.__setattr__(self, name, cls(**value))
-            elif not isinstance(value, cls):
-                raise bad(name, f"must be a mapping, got {type(value).__name__}")
-        if self.reward not in REWARD_FIELDS:
-            raise bad("reward", f"must be one of {', '.join(REWARD_FIELDS)}, got {self.reward!r}")
-        deadline = self.deadline_s
-        if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline <= 0):
-            raise bad("deadline_s", f"must be a positive number or null, got {self.deadline_s!r}")
-        if self.step_budget_s is not None and (isinstance(self.step_budget_s, bool)
-                                               or not isinstance(self.step_budget_s, int | float)
-                                               or not self.step_budget_s > 0):
-            raise bad("step_budget_s", f"must be a positive number or null, got {self.step_budget_s!r}")
-        for name in ("strip_think", "log_completions"):
-            if not isinstance(getattr(self, name), bool):
-                raise bad(name, f"must be true or false, got {getattr(self, name)!r}")
-        if self.rubric_column is not None and (not isinstance(self.rubric_column, str) or not self.rubric_column):
+        def bad(name: str, why: str) -> ValueError:
+            return ValueError(f"{where}: field {name!r} {why}")
+
+        check_fields(self, where)
+        if self.rubric_column is not None and not self.rubric_column:
             raise bad("rubric_column", f"must be a column name or null, got {self.rubric_column!r}")
-        for name in ("base_url", "rubric_dir", "cache"):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name), str | Path):
-                raise bad(name, f"must be a string or null, got {type(getattr(self, name)).__name__}")
-        if isinstance(self.unscored_reward, bool) or not isinstance(self.unscored_reward, int | float):
-            raise bad("unscored_reward", f"must be a number, got {self.unscored_reward!r}")
-        if not 0.0 < self.max_unscorable_fraction <= 1.0:
-            raise bad("max_unscorable_fraction", f"must be in (0, 1], got {self.max_unscorable_fraction}")
-        if self.max_unscorable_steps < 0:
-            raise bad("max_unscorable_steps", f"must be >= 0 (0 disables), got {self.max_unscorable_steps}")
-        if self.max_criteria_metrics < 0:
-            raise bad("max_criteria_metrics", "must be >= 0")
-        if not isinstance(self.metric_prefix, str) or not self.metric_prefix or "/" in self.metric_prefix.strip("/"):
+        if not self.metric_prefix or "/" in self.metric_prefix.strip("/"):
             raise bad("metric_prefix", f"must be one non-empty name, got {self.metric_prefix!r}")
-        # the nested Scorer sections are validated now, not at the first training step
-        for name, build in (("scoring", self.scoring_config), ("grading", self.grading_config)):
-            if not isinstance(getattr(self, name) or {}, Mapping):
-                raise bad(name, f"must be a mapping, got {type(getattr(self, name)).__name__}")
-            try:
-                build()
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"RewardConfig: field {name!r}: {exc}") from None
+        # the nested Scorer sections are typed now, once, not at the first training step
+        from ..grader import GradingConfig
+        from ..scoring import ScoringConfig
+
+        object.__setattr__(self, "_scoring", from_section(ScoringConfig, self.scoring_dict(), f"{where}.scoring"))
+        object.__setattr__(self, "_grading", from_section(GradingConfig, self.grading_dict(), f"{where}.grading"))
 
     # ------------------------------------------------------------------ derived
     def scoring_dict(self) -> dict[str, Any]:
@@ -218,14 +210,12 @@ class RewardConfig:
         return self.step_budget_s if self.step_budget_s is not None else self.deadline_s
 
     def scoring_config(self) -> Any:
-        from ..scoring import ScoringConfig
-
-        return ScoringConfig(**self.scoring_dict())
+        """The ``scoring`` section as a ScoringConfig (built once, with the config)."""
+        return self._scoring
 
     def grading_config(self) -> Any:
-        from ..grader import GradingConfig
-
-        return GradingConfig(**self.grading_dict())
+        """The ``grading`` section as a GradingConfig (built once, with the config)."""
+        return self._grading
 
     def judge_configs(self) -> list[Any]:
         """The judges this config names, validated (judge files read, no client built)."""
@@ -237,7 +227,7 @@ class RewardConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
         for name, value in d.items():
             if dataclasses.is_dataclass(value):
                 d[name] = dataclasses.asdict(value)
@@ -251,7 +241,7 @@ class RewardConfig:
         if not isinstance(d, Mapping):
             raise ValueError(f"RewardConfig: expected a mapping of fields, got {type(d).__name__}")
         merged = {**dict(d), **overrides}
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls) if f.init}
         serve = merged.get("serve")
         if isinstance(serve, Mapping) and "unscored_reward" in serve:  # where it was first documented
             if "unscored_reward" in merged:
@@ -261,11 +251,11 @@ class RewardConfig:
         for section in (_OTHER_SECTIONS - known) & set(merged):
             log.debug("reward config: section %r is for another path; the %s ignores it", section, cls.__name__)
             merged.pop(section)
-        _check_keys("", merged, cls)
         if base_dir is not None:
             for key in _INPUT_PATHS:
-                merged[key] = _resolve_path(merged.get(key), Path(base_dir), judge=key == "judge")
-        return cls(**merged)
+                if key in merged:
+                    merged[key] = _resolve_path(merged[key], Path(base_dir), judge=key == "judge")
+        return from_section(cls, merged, cls.__name__)
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> RewardConfig:

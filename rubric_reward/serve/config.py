@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..rewards.config import RewardConfig
 from ..rewards.records import REWARD_FIELDS
+from ..sections import check_fields
 
 __all__ = ["REWARD_FIELDS", "ServeConfig", "ServerSettings"]
 
@@ -34,27 +35,20 @@ class ServerSettings:
     request deadline plus 10 s).
     """
 
-    host: str = "127.0.0.1"
-    port: int = 8000
-    max_body_bytes: int = 16 * 1024 * 1024
-    max_batch_items: int = 1024
-    auth_token_env: str | None = None
-    shutdown_timeout_s: float | None = None
+    host: str = field(default="127.0.0.1", metadata={"help": "the address to listen on"})
+    port: int = field(default=8000, metadata={"help": "the port to listen on", "ge": 0, "le": 65535})
+    max_body_bytes: int = field(default=16 * 1024 * 1024, metadata={"help": "larger bodies get 413", "ge": 1})
+    max_batch_items: int = field(default=1024, metadata={"help": "more items per request get 413", "ge": 1})
+    auth_token_env: str | None = field(default=None, metadata={
+        "help": "the environment variable holding the bearer token (the token never goes in a file)"})
+    shutdown_timeout_s: float | None = field(default=None, metadata={
+        "help": "how long SIGTERM waits for accepted requests (default: deadline_s + 10)", "ge": 0})
 
     def __post_init__(self) -> None:
-        def bad(name: str, why: str) -> ValueError:
-            return ValueError(f"serve config: field 'serve.{name}' {why}")
-
-        if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
-            raise bad("port", f"must be an integer in 0..65535, got {self.port!r}")
-        for name in ("max_body_bytes", "max_batch_items"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise bad(name, f"must be a positive integer, got {v!r}")
+        check_fields(self, "serve")
         if self.auth_token_env is not None and not str(self.auth_token_env).replace("_", "").isalnum():
-            raise bad("auth_token_env", "must name an environment variable (the token itself never goes in a file)")
-        if self.shutdown_timeout_s is not None and self.shutdown_timeout_s < 0:
-            raise bad("shutdown_timeout_s", f"must be >= 0, got {self.shutdown_timeout_s}")
+            raise ValueError("serve: field 'auth_token_env' must name an environment variable (the token itself "
+                             "never goes in a file)")
 
     def auth_token(self) -> str | None:
         """The bearer token, read from the named environment variable (None when auth is off)."""
@@ -75,21 +69,13 @@ class ServeConfig(RewardConfig):
     DEADLINE failures. ``rubric`` is the default for items that bring none.
     """
 
-    serve: ServerSettings | Mapping[str, Any] | None = field(default_factory=ServerSettings)
+    serve: ServerSettings | Mapping[str, Any] | None = field(default_factory=ServerSettings, metadata={
+        "help": "where to listen, request limits, auth, shutdown (ServerSettings)"})
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if isinstance(self.serve, Mapping):
-            known = {f.name for f in fields(ServerSettings)}
-            unknown = set(self.serve) - known
-            if unknown:
-                raise ValueError(f"serve config: unknown field(s) {sorted('serve.' + k for k in unknown)}; "
-                                 f"known: {sorted(known)}")
-            object.__setattr__(self, "serve", ServerSettings(**self.serve))
-        elif self.serve is None:
+        super().__post_init__()  # types every field, the serve: section included
+        if self.serve is None:
             object.__setattr__(self, "serve", ServerSettings())
-        elif not isinstance(self.serve, ServerSettings):
-            raise ValueError(f"serve config: field 'serve' must be a mapping, got {type(self.serve).__name__}")
 
     def trainer_only_settings(self) -> list[str]:
         """The trainer-side settings switched on here, which the service does not apply."""

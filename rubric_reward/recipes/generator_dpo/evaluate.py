@@ -38,7 +38,7 @@ from typing import Any
 
 from ...journal import write_atomic
 from ...rubric import Rubric
-from .evaluate_config import EvalGeneratorConfig, GeneratorSpec, known_fields
+from .evaluate_config import EvalGeneratorConfig, GeneratorSpec
 from .evaluate_report import mcnemar_vs_reference, pairwise_stats, plot, pointwise_stats, render_table
 from ...generation.human_data import PairwiseRow, PointwiseRow, load_helpsteer2, load_mt_bench, split_ids
 from ...generation.pair_judge import judge_pair
@@ -69,25 +69,23 @@ def _limit(ids: list[str], n: int | None) -> set[str]:
 
 def load_data(config: EvalGeneratorConfig) -> _Data:
     """The test side of both datasets (see the module docstring), and the split itself."""
-    seed, frac = int(config.split.get("seed", 0)), float(config.split.get("test_fraction", 0.5))
+    seed, frac = config.split.seed, config.split.test_fraction
     split: dict[str, Any] = {"seed": seed, "test_fraction": frac}
     pairwise: list[PairwiseRow] = []
     pointwise: list[PointwiseRow] = []
     dropped: dict[str, int] = {}
     if config.mt_bench:
-        opts = known_fields(config.mt_bench, None, "mt_bench", {"source", "split", "turns", "aggregate", "limit"})
-        rows, dropped = load_mt_bench(opts.get("source", "hub"), split=opts.get("split", "human"),
-                                      turns=tuple(opts.get("turns", (1, 2))),
-                                      aggregate=opts.get("aggregate", "majority"))
+        mt = config.mt_bench
+        rows, dropped = load_mt_bench(mt.source, split=mt.split, turns=mt.turns, aggregate=mt.aggregate)
         train, test = split_ids((r.prompt_id for r in rows), test_fraction=frac, seed=seed)
-        keep = _limit(test, opts.get("limit"))
+        keep = _limit(test, mt.limit)
         pairwise = [r for r in rows if r.prompt_id in keep]
         split["mt_bench"] = {"train": train, "test": test, "evaluated": sorted(keep)}
     if config.helpsteer2:
-        opts = known_fields(config.helpsteer2, None, "helpsteer2", {"source", "split", "limit"})
-        rows2 = load_helpsteer2(opts.get("source", "hub"), split=opts.get("split", "validation"))
+        hs = config.helpsteer2
+        rows2 = load_helpsteer2(hs.source, split=hs.split)
         train, test = split_ids((r.prompt_id for r in rows2), test_fraction=frac, seed=seed)
-        keep = _limit(test, opts.get("limit"))
+        keep = _limit(test, hs.limit)
         pointwise = [r for r in rows2 if r.prompt_id in keep]
         split["helpsteer2"] = {"train": train, "test": test, "evaluated": sorted(keep)}
     tasks = {_pair_task(r): r.task for r in pairwise}
@@ -102,18 +100,16 @@ def write_train_prompts(config: EvalGeneratorConfig, path: str | Path) -> int:
 
     The same seeded split as the evaluation, so a loop trained on this file never sees a test prompt.
     """
-    seed, frac = int(config.split.get("seed", 0)), float(config.split.get("test_fraction", 0.5))
+    seed, frac = config.split.seed, config.split.test_fraction
     rows: dict[str, str] = {}
     if config.mt_bench:
-        opts = dict(config.mt_bench)
-        pairs, _ = load_mt_bench(opts.get("source", "hub"), split=opts.get("split", "human"),
-                                 turns=tuple(opts.get("turns", (1, 2))), aggregate=opts.get("aggregate", "majority"))
+        mt = config.mt_bench
+        pairs, _ = load_mt_bench(mt.source, split=mt.split, turns=mt.turns, aggregate=mt.aggregate)
         train, _ = split_ids((r.prompt_id for r in pairs), test_fraction=frac, seed=seed)
         keep = set(train)
         rows.update({_pair_task(r): r.task for r in pairs if r.prompt_id in keep})
     if config.helpsteer2:
-        opts = dict(config.helpsteer2)
-        points = load_helpsteer2(opts.get("source", "hub"), split=opts.get("split", "validation"))
+        points = load_helpsteer2(config.helpsteer2.source, split=config.helpsteer2.split)
         train, _ = split_ids((r.prompt_id for r in points), test_fraction=frac, seed=seed)
         keep = set(train)
         rows.update({_point_task(r): r.prompt for r in points if r.prompt_id in keep})

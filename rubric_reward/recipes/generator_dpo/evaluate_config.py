@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EvalGeneratorConfig", "GeneratorSpec", "known_fields"]
+from ...generation.config import GenerationConfig
+from ...sections import check_fields, from_section
+
+__all__ = ["EvalGeneratorConfig", "GeneratorSpec", "HelpSteer2Source", "MTBenchSource", "SplitConfig"]
 
 
 @dataclass(frozen=True)
@@ -16,13 +19,16 @@ class GeneratorSpec:
     """One generator under evaluation: a model spec (as for RubricGenerator: a model string, a mapping of
     JudgeConfig fields, a judge YAML) or a ``rubrics`` JSONL written by ``rubric-reward generate``."""
 
-    name: str
-    model: Any = None
-    rubrics: str | None = None
-    base_url: str | None = None
-    train_prompts: str | None = None  # prompts it was trained on (leak check); set for dpo-loop generators
+    name: str = field(metadata={"help": "the generator's name (it names files)"})
+    model: Any = field(default=None, metadata={
+        "help": "a model string, a mapping of JudgeConfig fields or a judge YAML", "raw": True})
+    rubrics: str | None = field(default=None, metadata={"help": "a rubrics JSONL written by rubric-reward generate"})
+    base_url: str | None = field(default=None, metadata={"help": "an OpenAI-compatible endpoint for model"})
+    train_prompts: str | None = field(default=None, metadata={
+        "help": "prompts it was trained on (leak check); set for dpo-loop generators"})
 
     def __post_init__(self) -> None:
+        check_fields(self, "generator")
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.name or ""):
             raise ValueError(f"generator name {self.name!r}: use letters, digits, '_', '.', '-' (it names files)")
         if (self.model is None) == (self.rubrics is None):
@@ -30,30 +36,73 @@ class GeneratorSpec:
 
 
 @dataclass(frozen=True)
-class EvalGeneratorConfig:
-    """Maps 1:1 onto the eval-generator YAML (see ``configs/dpo/eval_generator.yaml``)."""
+class SplitConfig:
+    """The ``split:`` section: the seeded train/test split by prompt."""
 
-    judge: Any = None
-    generators: tuple[GeneratorSpec, ...] = ()
-    loop_dir: str | None = None
-    mt_bench: Mapping[str, Any] | None = field(default_factory=lambda: {"source": "hub"})
-    helpsteer2: Mapping[str, Any] | None = field(default_factory=lambda: {"source": "hub"})
-    split: Mapping[str, Any] = field(default_factory=lambda: {"seed": 0, "test_fraction": 0.5})
-    generation: Mapping[str, Any] = field(default_factory=dict)
-    reference: str | None = None
-    seed: int = 0
-    n_resamples: int = 2000
-    confidence: float = 0.95
-    concurrency: int = 8
-    out_dir: str = "runs/eval-generator"
-    cache: bool = True
-    progress: bool = True
+    seed: int = field(default=0, metadata={"help": "the split's seed"})
+    test_fraction: float = field(default=0.5, metadata={"help": "the share of prompts held out for the test",
+                                                         "ge": 0, "le": 1})
+
+    def __post_init__(self) -> None:
+        check_fields(self, "eval-generator config.split")
+
+
+@dataclass(frozen=True)
+class MTBenchSource:
+    """The ``mt_bench:`` section: MT-Bench human pairwise judgments."""
+
+    source: str = field(default="hub", metadata={"help": "hub, or a local file or folder"})
+    split: str = field(default="human", metadata={"help": "the dataset split"})
+    turns: tuple[int, ...] = field(default=(1, 2), metadata={"help": "the turns judged"})
+    aggregate: str = field(default="majority", metadata={"help": "how several human judgments of a pair combine"})
+    limit: int | None = field(default=None, metadata={"help": "evaluate the first N test prompts", "ge": 1})
+
+    def __post_init__(self) -> None:
+        check_fields(self, "eval-generator config.mt_bench")
+
+
+@dataclass(frozen=True)
+class HelpSteer2Source:
+    """The ``helpsteer2:`` section: HelpSteer2 pointwise ratings."""
+
+    source: str = field(default="hub", metadata={"help": "hub, or a local file or folder"})
+    split: str = field(default="validation", metadata={"help": "the dataset split"})
+    limit: int | None = field(default=None, metadata={"help": "evaluate the first N test prompts", "ge": 1})
+
+    def __post_init__(self) -> None:
+        check_fields(self, "eval-generator config.helpsteer2")
+
+
+@dataclass(frozen=True)
+class EvalGeneratorConfig:
+    """Maps 1:1 onto the eval-generator YAML (see ``configs/dpo/eval_generator.yaml``); every section is
+    typed once, when the config is built."""
+
+    judge: Any = field(default=None, metadata={"help": "the fixed judge (a model spec), required", "raw": True})
+    generators: tuple[GeneratorSpec, ...] = field(default=(), metadata={"help": "the generators under evaluation"})
+    loop_dir: str | None = field(default=None, metadata={
+        "help": "a dpo-loop folder: its base and trained generators are evaluated too"})
+    mt_bench: MTBenchSource | None = field(default_factory=MTBenchSource, metadata={
+        "help": "MT-Bench pairwise data (MTBenchSource), or null"})
+    helpsteer2: HelpSteer2Source | None = field(default_factory=HelpSteer2Source, metadata={
+        "help": "HelpSteer2 pointwise data (HelpSteer2Source), or null"})
+    split: SplitConfig = field(default_factory=SplitConfig, metadata={"help": "the train/test split (SplitConfig)"})
+    generation: GenerationConfig = field(default_factory=GenerationConfig, metadata={
+        "help": "how rubrics are asked for (GenerationConfig)"})
+    reference: str | None = field(default=None, metadata={"help": "the generator the others are compared with"})
+    seed: int = field(default=0, metadata={"help": "the bootstrap's seed"})
+    n_resamples: int = field(default=2000, metadata={"help": "bootstrap resamples", "ge": 100})
+    confidence: float = field(default=0.95, metadata={"help": "interval confidence", "gt": 0.5, "lt": 1})
+    concurrency: int = field(default=8, metadata={"help": "prompts in flight", "ge": 1})
+    out_dir: str = field(default="runs/eval-generator", metadata={"help": "where results and the report go"})
+    cache: bool = field(default=True, metadata={"help": "keep a reply cache in out_dir"})
+    progress: bool = field(default=True, metadata={"help": "show progress"})
 
     def __post_init__(self) -> None:
         if self.judge is None:
             raise ValueError("eval-generator config: field 'judge' is required (the fixed judge)")
-        gens = tuple(g if isinstance(g, GeneratorSpec) else GeneratorSpec(**known_fields(g, GeneratorSpec, "generator"))
-                     for g in self.generators or ())
+        check_fields(self, "eval-generator config")
+        gens = self.generators
         if self.loop_dir:
             from .loop import iteration_generators
 
@@ -71,10 +120,6 @@ class EvalGeneratorConfig:
             raise ValueError(f"eval-generator config: reference {self.reference!r} is not a generator ({names})")
         if not self.mt_bench and not self.helpsteer2:
             raise ValueError("eval-generator config: give 'mt_bench' and/or 'helpsteer2'")
-        known_fields(self.split, None, "split", allowed={"seed", "test_fraction"})
-        from ...generation.config import GenerationConfig
-
-        GenerationConfig.from_dict(self.generation)
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> EvalGeneratorConfig:
@@ -100,15 +145,5 @@ class EvalGeneratorConfig:
                               if isinstance(g, Mapping) else g for g in data.get("generators") or []]
         if data.get("loop_dir") and overrides.get("loop_dir") is None:
             data["loop_dir"] = rel(data["loop_dir"])
-        return cls(**known_fields(data, cls, "eval-generator config"))
-
-
-def known_fields(d: Any, cls: Any, where: str, allowed: set[str] | None = None) -> dict[str, Any]:
-    if not isinstance(d, Mapping):
-        raise ValueError(f"{where}: expected a mapping, got {type(d).__name__}")
-    allowed = allowed if allowed is not None else {f.name for f in fields(cls)}
-    unknown = set(d) - allowed
-    if unknown:
-        raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(allowed)}")
-    return dict(d)
+        return from_section(cls, data, "eval-generator config")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ...generation.config import GenerationConfig
-from ...sections import from_section
+from ...sections import check_fields, from_section
 
 __all__ = ["LAUNCHERS", "DPOArgs", "HeldoutConfig", "LoopConfig", "load_loop_config", "read_config_file"]
 
@@ -48,31 +48,25 @@ class HeldoutConfig:
     degenerate response at ``exploit_threshold`` or more is exploitable.
     """
 
-    prompts: str = "labelled:heldout"
-    limit: int | None = None
-    judge: Any = None
-    samples: int = 1
-    temperature: float = 0.0
-    n_resamples: int = 2000
-    confidence: float = 0.95
-    seed: int = 0
-    exploit_threshold: float = 0.5
+    prompts: str = field(default="labelled:heldout", metadata={
+        "help": "labelled:heldout, or a prompts JSONL whose rows carry labels"})
+    limit: int | None = field(default=None, metadata={"help": "keep the first N prompts", "ge": 1})
+    judge: Any = field(default=None, metadata={
+        "help": "the fixed judge that scores responses (default: the loop's meta-judge)", "raw": True})
+    samples: int = field(default=1, metadata={"help": "rubrics per prompt and generator", "ge": 1})
+    temperature: float = field(default=0.0, metadata={"help": "sampling temperature (0: greedy)", "ge": 0, "le": 2})
+    n_resamples: int = field(default=2000, metadata={"help": "paired bootstrap resamples", "ge": 100})
+    confidence: float = field(default=0.95, metadata={"help": "interval confidence", "gt": 0.5, "lt": 1})
+    seed: int = field(default=0, metadata={"help": "the bootstrap's seed"})
+    exploit_threshold: float = field(default=0.5, metadata={
+        "help": "a rubric scoring a degenerate response at least this is exploitable", "gt": 0, "le": 1})
 
     def __post_init__(self) -> None:
-        if self.samples < 1:
-            raise ValueError(f"loop.heldout: field 'samples' must be >= 1, got {self.samples}")
-        if self.limit is not None and self.limit < 1:
-            raise ValueError(f"loop.heldout: field 'limit' must be a positive integer or null, got {self.limit}")
-        if not 0.0 <= self.temperature <= 2.0:
-            raise ValueError(f"loop.heldout: field 'temperature' must be in [0, 2], got {self.temperature}")
-        if not 0.5 < self.confidence < 1.0 or self.n_resamples < 100:
-            raise ValueError("loop.heldout: need 0.5 < confidence < 1 and n_resamples >= 100")
-        if not 0.0 < self.exploit_threshold <= 1.0:
-            raise ValueError(f"loop.heldout: field 'exploit_threshold' must be in (0, 1], got {self.exploit_threshold}")
+        check_fields(self, "loop.heldout")
 
 
 def _sections() -> dict[str, type]:
-    from ...generation.metajudge import MetaJudgeConfig
+    from ...generation.metajudge import MetaJudgeConfig  # the meta-judge module imports the judges: kept lazy
     from ...generation.preferences import PreferenceConfig
 
     return {"generation": GenerationConfig, "meta": MetaJudgeConfig, "preferences": PreferenceConfig,
@@ -97,27 +91,37 @@ class LoopConfig:
     (everything but ``loop:``), ``dpo_args`` the same parsed by TRL (set by :func:`load_loop_config`).
     """
 
-    prompts: str = "offline"
-    limit: int | None = None
-    generator: str | None = None
-    generator_backend: str = "transformers"
-    generator_engine_args: Mapping[str, Any] = field(default_factory=dict)
-    meta_judge: Any = None
-    meta: Any = None
-    generation: Any = None
-    preferences: Any = None
-    heldout: Any = None
-    iterations: int = 2
-    out_dir: str = "runs/dpo-loop"
-    train_launcher: str = "python"
-    accelerate_args: tuple[str, ...] = ()
-    merge_dtype: str | None = None
-    min_pairs: int = 1
-    cache: bool = True
-    progress: bool = True
-    config_path: str | None = None
-    dpo: Mapping[str, Any] = field(default_factory=dict)
-    dpo_args: DPOArgs | None = field(default=None, compare=False, repr=False)
+    prompts: str = field(default="offline", metadata={
+        "help": "a prompts JSONL (relative to the config file), offline, or labelled:train"})
+    limit: int | None = field(default=None, metadata={"help": "keep the first N prompts", "ge": 1})
+    generator: str | None = field(default=None, metadata={
+        "help": "the base generator, a local model (the bundled alias, a folder or a hub id); required"})
+    generator_backend: str = field(default="transformers", metadata={
+        "help": "how candidates are sampled (DPO needs the weights)", "choices": ("transformers", "vllm")})
+    generator_engine_args: Mapping[str, Any] = field(default_factory=dict, metadata={
+        "help": "the generator backend's engine_args (e.g. {dtype: auto})"})
+    meta_judge: Any = field(default=None, metadata={
+        "help": "a judge spec that compares rubrics (model string, JudgeConfig mapping, judge YAML); required",
+        "raw": True})
+    meta: Any = field(default=None, metadata={"help": "MetaJudgeConfig fields (typed in __post_init__)"})
+    generation: GenerationConfig | None = field(default=None, metadata={"help": "GenerationConfig fields"})
+    preferences: Any = field(default=None, metadata={"help": "PreferenceConfig fields (typed in __post_init__)"})
+    heldout: HeldoutConfig | None = field(default=None, metadata={
+        "help": "HeldoutConfig fields, or null (no held-out evaluation)"})
+    iterations: int = field(default=2, metadata={"help": "DPO iterations", "ge": 1})
+    out_dir: str = field(default="runs/dpo-loop", metadata={"help": "the loop folder"})
+    train_launcher: str = field(default="python", metadata={
+        "help": "python (a subprocess), accelerate or in_process", "choices": LAUNCHERS})
+    accelerate_args: tuple[str, ...] = field(default=(), metadata={"help": "arguments of accelerate launch"})
+    merge_dtype: str | None = field(default=None, metadata={"help": "the dtype a trained adapter is merged in"})
+    min_pairs: int = field(default=1, metadata={"help": "fewer preference pairs than this stops the loop", "ge": 1})
+    cache: bool = field(default=True, metadata={"help": "keep a reply cache in the loop folder"})
+    progress: bool = field(default=True, metadata={"help": "show progress"})
+    config_path: str | None = field(default=None, metadata={"help": "the config file (set by load_loop_config)"})
+    dpo: Mapping[str, Any] = field(default_factory=dict, metadata={
+        "help": "the file's DPO keys (everything but loop:)"})
+    dpo_args: DPOArgs | None = field(default=None, compare=False, repr=False, metadata={
+        "help": "the DPO keys parsed by TRL (set by load_loop_config)", "raw": True})
 
     def __post_init__(self) -> None:
         def bad(name: str, why: str) -> ValueError:
@@ -125,34 +129,21 @@ class LoopConfig:
 
         if not self.generator or not str(self.generator).strip():
             raise bad("generator", "is required: the base generator model that DPO trains")
+        for name, cls in _sections().items():  # typed once, here; a missing section takes its defaults
+            value = getattr(self, name)
+            if not (name == "heldout" and value is None):
+                object.__setattr__(self, name, from_section(cls, value, f"loop.{name}"))
+        check_fields(self, "loop")
         if _looks_like_missing_path(str(self.generator)):
             raise bad("generator", f"names no model folder: {self.generator} does not exist")
         if self.meta_judge is None:
             raise bad("meta_judge", "is required: a judge model spec that compares rubrics")
-        if self.generator_backend not in ("transformers", "vllm"):
-            raise bad("generator_backend", f"must be 'transformers' or 'vllm' (DPO needs the weights), "
-                      f"got {self.generator_backend!r}")
-        if not isinstance(self.generator_engine_args, Mapping):
-            raise bad("generator_engine_args", f"must be a mapping, got {self.generator_engine_args!r}")
         object.__setattr__(self, "generator_engine_args", dict(self.generator_engine_args))
-        if self.train_launcher not in LAUNCHERS:
-            raise bad("train_launcher", f"must be one of {', '.join(LAUNCHERS)}, got {self.train_launcher!r}")
-        if self.iterations < 1:
-            raise bad("iterations", f"must be a positive integer, got {self.iterations!r}")
-        if self.limit is not None and self.limit < 1:
-            raise bad("limit", f"must be a positive integer or null, got {self.limit!r}")
-        if self.min_pairs < 1:
-            raise bad("min_pairs", f"must be a positive integer, got {self.min_pairs!r}")
         if self.prompts not in ("offline", *LABELLED) and not Path(self.prompts).is_file():
             raise bad("prompts", f"names no prompts file: {self.prompts} does not exist")
         if self.prompts == "labelled:heldout":
             raise bad("prompts", "is the held-out side of the labelled pairs; train on 'labelled:train'")
         object.__setattr__(self, "accelerate_args", tuple(str(a) for a in self.accelerate_args or ()))
-        for name, cls in _sections().items():  # typed once, here
-            value = getattr(self, name)
-            if name == "heldout" and value is None:
-                continue
-            object.__setattr__(self, name, from_section(cls, value, f"loop.{name}"))
         _check_judge(self.meta_judge, "loop.meta_judge")
         if self.heldout is not None and self.heldout.judge is not None:
             _check_judge(self.heldout.judge, "loop.heldout.judge")

@@ -299,7 +299,7 @@ def _fail(checked: CheckedConfig, keys: Sequence[str], exc: BaseException) -> Co
     key = next((k for k in keys if k in checked.where), keys[0])
     where = checked.where.get(key, str(checked.config))
     message = " ".join(str(exc).split()) or type(exc).__name__
-    said = message.startswith((f"{key} must", f"{key} is"))  # the message already names the key
+    said = message.startswith((f"{key} must", f"{key} is", f"{key}:"))  # the message already names the key
     return ConfigError(f"{where}: {message}" if said else f"{where}: {key}: {message}")
 
 

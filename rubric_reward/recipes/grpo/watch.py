@@ -22,8 +22,10 @@ nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from typing import Any
+
+from ...sections import check_fields, from_section
 
 __all__ = ["WatchConfig", "copied_share", "length_correlation", "watch_flags", "watch_lines"]
 
@@ -32,33 +34,26 @@ __all__ = ["WatchConfig", "copied_share", "length_correlation", "watch_flags", "
 class WatchConfig:
     """Thresholds of the reward-hacking watch (see the module docstring); ``stop_after`` 0: never stop."""
 
-    min_rise: float = 0.05
-    stall: float = 0.01
-    correlation_rise: float = 0.3
-    length_collapse: float = 0.5
-    copied_share: float = 0.1
-    stop_after: int = 0
+    min_rise: float = field(default=0.05, metadata={
+        "help": "divergence: the training judge's score rose at least this", "ge": 0})
+    stall: float = field(default=0.01, metadata={
+        "help": "divergence: while the second judge's rose at most this", "ge": 0})
+    correlation_rise: float = field(default=0.3, metadata={
+        "help": "length correlation: |Spearman rho| climbed at least this over the base's", "ge": 0})
+    length_collapse: float = field(default=0.5, metadata={
+        "help": "length collapse: the mean length fell below this times the base's", "gt": 0, "lt": 1})
+    copied_share: float = field(default=0.1, metadata={
+        "help": "copied answers: more than this share of completions are empty or copy their prompt",
+        "ge": 0, "le": 1})
+    stop_after: int = field(default=0, metadata={"help": "stop training after this many flagged checkpoints "
+                                                         "(0: never)", "ge": 0})
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ValueError(f"watch: field {f.name!r} must be a number >= 0, got {value!r}")
-        if not 0 < self.length_collapse < 1:
-            raise ValueError(f"watch: field 'length_collapse' must be in (0, 1), got {self.length_collapse}")
+        check_fields(self, "watch")
 
     @classmethod
     def coerce(cls, value: WatchConfig | Mapping[str, Any] | None) -> WatchConfig:
-        if value is None:
-            return cls()
-        if isinstance(value, cls):
-            return value
-        if not isinstance(value, Mapping):
-            raise ValueError(f"watch: expected a mapping of {', '.join(f.name for f in fields(cls))}, got {value!r}")
-        unknown = set(value) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"watch: unknown field(s) {sorted(unknown)}; known: {[f.name for f in fields(cls)]}")
-        return cls(**value)
+        return from_section(cls, value, "watch")
 
 
 # ------------------------------------------------------------------------ indicators of one checkpoint
