@@ -46,13 +46,16 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("generate responses")
     g.add_argument("--model", help="base model: hub id or local folder")
     g.add_argument("--adapter", help="LoRA adapter folder (openai backend: the name it is served under)")
-    g.add_argument("--merge-adapter", action="store_true", help="merge the adapter into the weights (transformers)")
+    g.add_argument("--merge-adapter", action=argparse.BooleanOptionalAction, default=True,
+                   help="merge the adapter into the weights before generating (transformers; default, as the GRPO "
+                        "recipe's monitor and report do: no LoRA cost per token); --no-merge-adapter keeps it apart")
     g.add_argument("--backend", choices=("transformers", "vllm", "openai"), default="transformers")
     g.add_argument("--base-url", help="OpenAI-compatible endpoint for --backend openai, e.g. http://127.0.0.1:8000/v1")
     g.add_argument("--api-key-env", default="OPENAI_API_KEY",
                    help="environment variable holding the endpoint's key, if any (default OPENAI_API_KEY)")
     g.add_argument("--max-new-tokens", type=int, default=1024)
-    g.add_argument("--batch-size", type=int, default=8, help="generation batch / concurrent requests")
+    g.add_argument("--batch-size", type=int, default=20,
+                   help="generation batch / concurrent requests (default 20, the GRPO recipe's eval_batch_size)")
     g.add_argument("--seed", type=int, default=0)
     g = p.add_argument_group("scoring and statistics")
     g.add_argument("--keep-think", action="store_true",

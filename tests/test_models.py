@@ -197,3 +197,20 @@ def test_concurrent_conversion_is_safe(tmp_path, converted):
     assert (tmp_path / "models" / DEFAULT_LOCAL_MODEL / "model.safetensors").stat().st_size == (
         src_folder / "model.safetensors"
     ).stat().st_size
+
+
+def test_the_bundled_model_is_named_as_no_judge_of_quality(tmp_path):
+    """Issue 33.5: scoring, eval or generation with the bundled 135M model says its numbers mean nothing."""
+    from rubric_reward.judges.config import JudgeConfig
+    from rubric_reward.models import bundled_model_note
+
+    judge = JudgeConfig(model="smollm2-135m-instruct", backend="transformers")
+    note = bundled_model_note(judge)
+    assert note and "\n" not in note and "no information about quality" in note and "--judge" in note
+    assert bundled_model_note([JudgeConfig(model="gpt-x", base_url="http://127.0.0.1:9/v1"), judge], "eval")
+    assert "--generator" in bundled_model_note("smollm2-135m-instruct", "generator")
+    yaml_file = tmp_path / "judge.yaml"
+    yaml_file.write_text("model: smollm2-135m-instruct\nbackend: transformers\n")
+    assert bundled_model_note(str(yaml_file)) is not None
+    assert bundled_model_note(JudgeConfig(model="Qwen/Qwen3-8B", base_url="http://127.0.0.1:9/v1")) is None
+    assert bundled_model_note("openai/gpt-4.1-mini") is None

@@ -36,6 +36,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         overrides["report"] = False
     if overrides:
         config = replace(config, **overrides)
+    from ..models import bundled_model_note
+
+    note = bundled_model_note(list(config.judges), role="eval")
+    if note:
+        print(note, file=sys.stderr)
     try:
         summary = run_eval(config)
     except KeyboardInterrupt:

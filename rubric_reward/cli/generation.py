@@ -49,6 +49,11 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     generator = _generator_spec(args)
     form = _format(args, generator)
+    from ..models import bundled_model_note
+
+    note = bundled_model_note(generator, role="generator")
+    if note:
+        print(note, file=sys.stderr)
     config = GenerationConfig(level=args.level, min_criteria=args.min_criteria, max_criteria=args.max_criteria,
                               dataset_sample=args.sample, seed=args.seed,
                               max_tokens=args.max_tokens or (256 if form == "list" else 1024),

@@ -79,6 +79,11 @@ def _cmd_score(args: argparse.Namespace) -> int:
         return 2
     rows = _read_jsonl(Path(args.input))
     judge = _judge_spec(args) if rubric.judged else None
+    from ..models import bundled_model_note
+
+    note = bundled_model_note(judge) if judge is not None else None
+    if note:
+        print(note, file=sys.stderr)
     scoring = {"abstention": args.abstention, "all_or_nothing": args.all_or_nothing}
     scorer = Scorer(rubric, judge, scoring=scoring, grading={"seed": args.seed})
     items = [

@@ -396,22 +396,46 @@ def write_delta_chart(path: str | Path, comparison: ModeComparison, *, alpha: fl
     return path
 
 
+FEW_INSTRUCTIONS = 5  # per-type bars from fewer instructions than this are drawn apart and do not set the scale
+
+
 def _draw_deltas(ax: Any, comparison: ModeComparison, groups: Sequence[GroupComparison], deltas: Sequence[float],
                  alpha: float) -> None:
-    colors = ["#2e7d32" if d > 0 else "#c62828" if d < 0 else "#9e9e9e" for d in deltas]
-    ax.barh(range(len(groups)), deltas, color=colors)
-    ax.set_yticks(range(len(groups)), [f"{g.name} (n={g.n})" for g in groups], fontsize=7)
+    """One bar per type, labelled with its n. Types with fewer than :data:`FEW_INSTRUCTIONS` instructions are
+    grey and hatched, sorted below the others, and do not set the axis (a one-prompt type moves by 100 points):
+    a bar past the axis is clipped at its edge and its value is in its label."""
+    from matplotlib.patches import Patch
+
+    order = sorted(range(len(groups)), key=lambda i: (groups[i].n >= FEW_INSTRUCTIONS, deltas[i]))
+    groups, deltas = [groups[i] for i in order], [deltas[i] for i in order]
+    few = [g.n < FEW_INSTRUCTIONS for g in groups]
+    scaled = [abs(d) for d, f in zip(deltas, few) if not f] or [abs(d) for d in deltas]
+    span = max(scaled + [1.0])
+    shown = [max(-1.08 * span, min(1.08 * span, d)) for d in deltas]
+    colors = ["#bdbdbd" if f else "#2e7d32" if d > 0 else "#c62828" if d < 0 else "#9e9e9e"
+              for d, f in zip(deltas, few)]
+    bars = ax.barh(range(len(groups)), shown, color=colors)
+    for bar, f in zip(bars, few):
+        if f:
+            bar.set_hatch("//")
+    ax.set_yticks(range(len(groups)), [f"{g.name} (n={g.n}" + (f", {d:+.0f}" if f else "") + ")"
+                                       for g, d, f in zip(groups, deltas, few)], fontsize=7)
     ax.axvline(0, color="black", linewidth=0.8)
-    span = max([abs(d) for d in deltas] + [1.0])
-    for y, (d, g) in enumerate(zip(deltas, groups)):
+    for y, (d, g) in enumerate(zip(shown, groups)):
         if g.pvalue_holm < alpha:
             ax.text(d + (0.02 * span if d >= 0 else -0.02 * span), y, "*", va="center",
                     ha="left" if d >= 0 else "right", fontsize=11, fontweight="bold")
     ax.set_xlim(-1.15 * span, 1.15 * span)
+    handles = [Patch(color="#2e7d32", label="trained better"), Patch(color="#c62828", label="trained worse")]
+    if any(few):
+        handles.append(Patch(facecolor="#bdbdbd", hatch="//", label=f"n < {FEW_INSTRUCTIONS}: too few to read "
+                             "(not scaled; value in label)"))
+    ax.legend(handles=handles, fontsize=7, loc="lower right")
     pl = comparison.prompt_level
     ci = f"[{pct(pl.ci_low, signed=True)}, {pct(pl.ci_high, signed=True)}]"
-    ax.set_xlabel("instruction accuracy delta, trained - base (points)")
-    ax.set_title(f"IFEval per-type deltas ({comparison.mode}); prompt-level {pct(pl.delta, signed=True)} {ci}\n"
+    ax.set_xlabel("instruction accuracy delta per type, trained - base (points)")
+    ax.set_title(f"IFEval per-type deltas ({comparison.mode}, n = instructions of the type); prompt-level "
+                 f"{pct(pl.delta, signed=True)} {ci} on {pl.n} prompts\n"
                  f"* Holm-adjusted McNemar p < {alpha}", fontsize=9)
 
 

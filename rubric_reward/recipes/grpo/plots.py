@@ -66,9 +66,10 @@ def plot_monitor(path: str | Path, records: Sequence[Mapping[str, Any]], *, titl
             top.plot([s for s, _ in trained], [m for _, m in trained], marker="s", color="#ff7f0e",
                      label="training judge")
             drawn += [m for _, m in trained]
-        for r in shown:
-            if r.get("watch"):  # a checkpoint the reward-hacking watch flagged
-                top.axvline(int(r["step"]), color="#d62728", alpha=0.25, linewidth=6)
+        flagged = [int(r["step"]) for r in shown if r.get("watch")]
+        for i, step in enumerate(flagged):  # a checkpoint the reward-hacking watch flagged
+            top.axvline(step, color="#d62728", alpha=0.25, linewidth=6,
+                        label="flagged by the reward-hacking watch" if i == 0 else None)
         base = next((m for s, m in zip(xs, ys) if s == 0), None)
         if base is not None:
             top.axhline(base, color="grey", linestyle="--", linewidth=1, label="base model")
@@ -82,13 +83,16 @@ def plot_monitor(path: str | Path, records: Sequence[Mapping[str, Any]], *, titl
         top.text(0.5, 0.5, "no scored step yet", ha="center", va="center", transform=top.transAxes)
     _score_axis(top, drawn, metric)
     missing = [int(r["step"]) for r in recs if r.get("mean") is None]
-    top.set_title(title or f"checkpoint monitor ({len(recs)} monitored steps"
-                  + (f"; no score at step {', '.join(map(str, missing))})" if missing else ")"))
+    top.set_title(title or f"selection split: mean {metric} per checkpoint ({len(recs)} monitored steps"
+                  + (f"; no score at step {', '.join(map(str, missing))})" if missing else ")"), fontsize=9)
     lengths = [(int(r["step"]), record_length(r)) for r in recs if record_length(r) is not None]
     if lengths:
-        bottom.plot([s for s, _ in lengths], [v for _, v in lengths], marker="o", color="#2ca02c")
+        bottom.plot([s for s, _ in lengths], [v for _, v in lengths], marker="o", color="#2ca02c",
+                    label="mean completion length")
+        bottom.legend(fontsize="small", loc="lower right")
         bottom.set_ylim(0, 1.1 * max(max(v for _, v in lengths), 1.0))
     bottom.set_ylabel("mean length (tokens)")
+    bottom.set_title("selection split: mean completion length", fontsize=9)
     bottom.set_xlabel("step")
     from matplotlib.ticker import MaxNLocator
 
@@ -111,6 +115,6 @@ def plot_score_distributions(path: str | Path, comparisons: Mapping[str, tuple[S
         ax.set_xlim(0, 1)
         ax.set_xlabel(metric)
         ax.set_ylabel("prompts")
-        ax.set_title(judge)
+        ax.set_title(f"report split: {metric} per prompt, base vs best\n(scored by {judge})", fontsize=9)
         ax.legend(fontsize="small")
     return _save(fig, path)

@@ -136,6 +136,12 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     summary = None
     if recipe.final_report and is_main:
         summary = final_report(recipe, training, model, splits, train_seconds=train_seconds, model_ref=model_ref)
-        print(f"[grpo] summary: {summary}", flush=True)
-    _print_where(training, recipe.monitor, "summary.md" if summary else "")
+    if summary is None:
+        _print_where(training, recipe.monitor)
+        return summary
+    from .console import final_lines
+
+    _print_where(training, recipe.monitor, "summary.md")
+    for line in final_lines(summary):  # the result last: opening sentence, regressions, cautions, files
+        print(line, flush=True)
     return summary
