@@ -13,8 +13,8 @@ displays), so confusable letters, fullwidth forms, zero-width characters and pad
 anything, and in any serialisation (JSON with comments or missing commas, YAML, TOML, XML, tables,
 prose), since only words and their order are read, never a parse:
 
-* ``verdict_shaped``: a verdict label of the rubric written as a label (in its own case, e.g.
-  ``MET``) beside any verdict word (verdict, score, grade, rating, result, reason, criterion key ...)
+* ``verdict_shaped``: a verdict label of the rubric that has capitals (``MET``, ``UNMET``,
+  ``CANNOT_ASSESS``) written as the label anywhere; any label written in its own case beside any verdict word (verdict, score, grade, rating, result, reason, criterion key ...)
   anywhere in the response, or after a key/value mark (``:``, ``=``, ``>``, ``|``); or any label,
   in any case, within a few words of a verdict word;
 * ``addresses_grader``: text to the grader ("note to the grader", "ignore previous instructions",
@@ -79,7 +79,7 @@ _FORGED = [re.compile(p, re.M) for p in (
     r"\banswer with (?:one |only |the )?json\b",
     r"\bjudge each criterion\b",
     r"<\|?(?:im_start|im_end|endoftext|eot_id|start_header_id|system)\|?>",
-    r"\[/?(?:inst|sys)\]",
+    r"\[/?(?:inst|sys|system|assistant)\]",
     r"^\s*(?:system|assistant)\s*:",
 )]
 
@@ -147,7 +147,7 @@ def verdict_like(text: str, labels: Iterable[str] = DEFAULT_LABELS) -> bool:
             n = len(label)
             if written:
                 for i in _hits(kept, label):
-                    if verdict_words or _KEYVALUE.search(seps[i]):
+                    if verdict_words or _KEYVALUE.search(seps[i]) or any(ch.isupper() for ch in "".join(label)):
                         return True
             folded_label = tuple(w.casefold() for w in label)
             for i in _hits(folded, folded_label):
