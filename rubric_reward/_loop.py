@@ -212,5 +212,30 @@ class LoopSessions:
                 continue
             if loop.is_running():
                 await close_on_owner(loop, session.close)
-            else:  # its loop is gone, and its connections with it
-                session.detach()
+            else:  # its loop is gone (an ``asyncio.run`` that has returned): close its connector here
+                _close_detached(session)
+
+
+def _close_detached(session: Any) -> None:
+    """Close the connections of a session whose loop has stopped, without that loop: the connector's
+    transports are closed now (no "Unclosed connector" warning later), and the session forgets it."""
+    connector = getattr(session, "connector", None)
+    session.detach()
+    if connector is None or connector.closed:
+        return
+    for conns in list(getattr(connector, "_conns", {}).values()):  # idle keep-alive connections: their sockets
+        for proto, *_ in list(conns):
+            transport = getattr(proto, "transport", None)
+            sock = getattr(transport, "_sock", None)
+            if sock is not None:
+                sock.close()
+                transport._sock = None  # the transport's loop is closed: it cannot close itself
+    try:
+        waiters = connector._close()  # the synchronous part of BaseConnector.close(): closes every transport
+    except Exception as exc:  # noqa: BLE001 - closing is best effort
+        log.debug("closing a detached connector: %s: %s", type(exc).__name__, exc)
+        return
+    for waiter in waiters or ():  # nothing can await them on a stopped loop
+        close = getattr(waiter, "close", None)
+        if close is not None:
+            close()

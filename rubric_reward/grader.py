@@ -27,6 +27,7 @@ from .prompts import Exemplar, JudgeCall, PromptError, parse_reply, reask_messag
 from .results import CallRecord, ErrorKind, JudgeError, ScoreResult, Verdict
 from .rubric import Criterion, Rubric
 from .scoring import ScoringConfig, score_verdicts
+from .injection import FLAG_POLICIES, flag_response
 from .screening import screen_response
 
 __all__ = ["Grader", "GradingConfig"]
@@ -51,6 +52,11 @@ class GradingConfig:
     batch_deadline_s: float | None = None  # grade_many: calls unfinished by then become DEADLINE failures
     screen_degenerate: bool = True  # degenerate responses get the minimum score with no judge call (screening.py)
     screen_phrases: tuple[str, ...] | None = None  # bare phrases counted as degenerate (None: screening.MASTER_KEYS)
+    # a response flagged before judging (verdict-shaped text, text to the grader, a forged prompt structure:
+    # injection.py) is "screen"ed (minimum score, no judge call), judged "alone" (never in a group call with
+    # other responses), or judged alone and marked "suspect" (metadata "suspect"); every policy records
+    # metadata "flagged"
+    injection: str = "screen"
 
     def __post_init__(self) -> None:
         if self.binary_aggregation not in BINARY_METHODS:
@@ -61,6 +67,8 @@ class GradingConfig:
                              f"got {self.ordinal_aggregation!r}")
         if self.screen_phrases is not None and not isinstance(self.screen_phrases, tuple):
             object.__setattr__(self, "screen_phrases", tuple(str(p) for p in self.screen_phrases))
+        if self.injection not in FLAG_POLICIES:
+            raise ValueError(f"GradingConfig.injection must be one of {FLAG_POLICIES}, got {self.injection!r}")
         if self.batch_deadline_s is not None and self.batch_deadline_s <= 0:
             raise ValueError(f"GradingConfig.batch_deadline_s must be positive, got {self.batch_deadline_s}")
 
@@ -90,14 +98,26 @@ class Grader:
         """Grade the items of one group (one prompt's responses, for ``mode: group`` judges, which judge
         them together; other judges judge each on its own), in order; failures come back as data."""
         results: list[ScoreResult | None] = [None] * len(items)
+        flags: dict[int, str] = {}
         if self.config.screen_degenerate and rubric.judged:
             for i, item in enumerate(items):
                 reason = screen_response(item.response, item.prompt, rubric=rubric, phrases=self.config.screen_phrases)
                 if reason is not None:
                     results[i] = _screened(rubric, item, reason)
+        if rubric.judged:
+            for i, item in enumerate(items):
+                if results[i] is None and (why := flag_response(item.response, rubric)) is not None:
+                    flags[i] = why
+                    if self.config.injection == "screen":
+                        results[i] = _screened(rubric, item, why, flagged=True)
         todo = [i for i, r in enumerate(results) if r is None]
+        # a flagged response is judged alone: never in a group call beside other responses
+        batches = [[i for i in todo if i not in flags]] + [[i] for i in todo if i in flags]
+        batches = [b for b in batches if b]
         try:
-            graded = await self._grade([items[i] for i in todo], rubric) if todo else []
+            outs = await asyncio.gather(*(self._grade([items[i] for i in b], rubric) for b in batches))
+            by_index = {i: r for b, out in zip(batches, outs, strict=True) for i, r in zip(b, out, strict=True)}
+            graded = [by_index[i] for i in todo]
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug must not stop a training run; it is reported on the result
@@ -106,6 +126,11 @@ class Grader:
             verdicts = tuple(Verdict(c.name, None, None, error=err) for c in rubric.criteria)
             graded = [ScoreResult(None, verdicts, error=str(err), metadata=_meta(items[i])) for i in todo]
         for i, result in zip(todo, graded, strict=True):
+            if i in flags:
+                mark = {"flagged": flags[i]}
+                if self.config.injection == "suspect":
+                    mark["suspect"] = True
+                result = replace(result, metadata={**result.metadata, **mark})
             results[i] = result
         return results  # type: ignore[return-value]
 
@@ -390,16 +415,16 @@ def _check_verdict(criterion: Criterion, item: Item) -> Verdict:
                    reason=f"programmatic check {criterion.check}: {'passed' if passed else 'failed'}", judge="check")
 
 
-def _screened(rubric: Rubric, item: Item, reason: str) -> ScoreResult:
-    """The minimum score for a degenerate response, every criterion at its worst, no judge call."""
-    why = f"not judged: degenerate response ({reason})"
+def _screened(rubric: Rubric, item: Item, reason: str, flagged: bool = False) -> ScoreResult:
+    """The minimum score for a degenerate or flagged response, every criterion at its worst, no judge call."""
+    why = f"not judged: {'flagged response' if flagged else 'degenerate response'} ({reason})"
     verdicts = []
     for c in rubric.criteria:
         worst = c.worst_value if c.weight > 0 else c.best_value
         label = next((o.label for o in c.options if o.value == worst), None)
         verdicts.append(Verdict(c.name, label, worst, reason=why, judge="screen"))
     return ScoreResult(0.0, tuple(verdicts), raw_score=0.0, expected_score=0.0,
-                       metadata={**_meta(item), "screened": reason})
+                       metadata={**_meta(item), "screened": reason, **({"flagged": reason} if flagged else {})})
 
 
 def _meta(item: Item) -> dict[str, Any]:

@@ -11,7 +11,10 @@ For each sample (seed ``seed + sample``) the distinct responses are
 
 * split, when there are more than ``group_size``, into near-equal calls (a seeded order decides who
   goes together);
-* labelled ``R1`` ... ``Rn`` in a seeded order per (seed, group, split), unrelated to where they are shown;
+* labelled with ids drawn afresh for every call (``R`` and 8 random hex digits, :func:`secrets.token_hex`),
+  so no response can know its own id or a sibling's in advance: a verdict a response plants for an id
+  never names a real one, and each verdict is matched only to its id and checked only against its own
+  response's text (no response's content can void a sibling's verdict);
 * shown in an order shuffled per (seed, group, split, criteria), with ``group_passes: 2`` asking again
   with that order reversed, so the first shown comes last: a judge that favours a position favours
   different responses in the two passes, and the ensemble rules (a tie goes against the response)
@@ -30,12 +33,13 @@ import hashlib
 import math
 import random
 import re
+import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .group_prompts import GroupCall, GroupParse, _top_objects, group_reask_messages, parse_group_reply, render_group_call
+from .group_prompts import GroupCall, GroupParse, answer_start, group_reask_messages, parse_group_reply, render_group_call
 from .items import Item, prompt_key
 from .judges.base import ChatReply, ChatRequest
 from .prompts import Exemplar, option_order
@@ -76,6 +80,14 @@ def layout(n: int, size: int, *, seed: int, key: str, shuffle: bool) -> list[lis
     return [sorted(order[j::calls]) for j in range(calls)]
 
 
+def _nonces(members: Sequence[int]) -> dict[int, str]:
+    """A fresh, unguessable id per response for one call (distinct within the call)."""
+    out: dict[int, str] = {}
+    while len(set(out.values())) != len(members):
+        out = {m: "R" + secrets.token_hex(4) for m in members}
+    return out
+
+
 def _group_key(item: Item, texts: Sequence[str]) -> str:
     blob = "\x1e".join([str(prompt_key(item.prompt)), str(item.group), *sorted(texts)])
     return hashlib.blake2b(blob.encode(), digest_size=12).hexdigest()
@@ -104,10 +116,6 @@ async def judge_group(
     for sample in range(cfg.samples):
         s = seed + sample
         for j, members in enumerate(layout(len(texts), cfg.group_size, seed=s, key=key, shuffle=shuffle)):
-            ids = [f"R{n}" for n in range(1, len(members) + 1)]
-            if shuffle:
-                _rng(s, key, j, "ids").shuffle(ids)
-            label = dict(zip(members, ids, strict=True))
             for start in range(0, len(judged), k):
                 chunk = judged[start:start + k]
                 shown = list(members)
@@ -115,6 +123,7 @@ async def judge_group(
                     _rng(s, key, j, *(c.name for c in chunk)).shuffle(shown)
                 orders = [option_order(c, seed=s, response=key, judge=judge.name, shuffle=shuffle) for c in chunk]
                 for p in range(cfg.group_passes):
+                    label = _nonces(members)
                     order = shown if p == 0 else shown[::-1]
                     call = render_group_call(rubric, items[0].prompt, [(label[m], texts[m]) for m in order], chunk,
                                              orders, exemplars=exemplars(chunk, judge.name))
@@ -190,7 +199,7 @@ async def _run_group_call(judge: Any, call: GroupCall, sample: int, reask: bool,
     return out, record
 
 
-_SITE = re.compile(r'"(R\d+|C\d+)"\s*:\s*\{|"verdict"\s*:\s*"')
+_SITE = re.compile(r'"(R[0-9a-f]+|C\d+)"\s*:\s*\{|"verdict"\s*:\s*"')
 
 
 def _with_probabilities(v: Verdict, c: Criterion, call: GroupCall, reply: ChatReply, rid: str) -> Verdict:
@@ -209,14 +218,14 @@ def _with_probabilities(v: Verdict, c: Criterion, call: GroupCall, reply: ChatRe
 
 def _sites(call: GroupCall, text: str) -> dict[tuple[str, str], int]:
     """Where each (response id, criterion) verdict label starts, inside the answer object only."""
-    objects = _top_objects(text)
-    if not objects:
+    start = answer_start(call, text)
+    if start < 0:
         return {}
     names = dict(zip(call.keys or (), (c.name for c in call.criteria), strict=False))
     only = call.criteria[0].name if call.keys is None else None
     rid = crit = None
     sites: dict[tuple[str, str], int] = {}
-    for m in _SITE.finditer(text, objects[-1][1]):
+    for m in _SITE.finditer(text, start):
         if m.group(1) is None:
             name = only or names.get(crit or "")
             if rid is not None and name is not None:

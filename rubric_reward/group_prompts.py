@@ -7,14 +7,17 @@ Layout (the per-response layout of :mod:`rubric_reward.prompts`, with the respon
             block(s) -> answer format
 
 Each response is fenced with a backtick run longer than any run inside it and labelled with an id
-(``R1`` ... ``Rn``) outside its fence, so no response can close its block or pass for another. The
+outside its fence, so no response can close its block or pass for another. The grader draws the ids
+afresh for every call (``R`` and random hex, :mod:`rubric_reward.group_grading`), so a response cannot
+know its own id or a sibling's in advance, and a verdict planted for an id never names a real one. The
 answer is one JSON object keyed by response id: ``{"R3": {"reason", "verdict"}, ...}`` for one
 criterion, ``{"R3": {"C1": {...}, "C2": {...}}, ...}`` for several. Labels, options, abstention and
 values are the per-response prompt's, so the score arithmetic is the same.
 
 Parsing is strict and per (response, criterion): exactly one on-menu verdict for each, in the judge's
-own answer object (the one object keyed by the ids shown, ending the reply), not copied from any of the
-responses shown. A pair that fails is named with its problem; the grader re-asks once and fails what is
+own answer object (one JSON object that is the whole reply, keyed by exactly the ids shown: see
+:func:`rubric_reward.prompts.answer_span`), not copied from the response it judges. A verdict is checked
+against its own response's text only: no response's content can void a sibling's verdict. A pair that fails is named with its problem; the grader re-asks once and fails what is
 still missing (:mod:`rubric_reward.group_grading`).
 """
 
@@ -33,6 +36,8 @@ from .prompts import (
     _dicts_within,
     _json_objects,
     _match_label,
+    answer_span,
+    verdict_shape,
     _render_exemplars,
     _render_options,
     _render_task,
@@ -158,7 +163,7 @@ def render_group_call(
                      tuple(text for _, text in responses))
 
 
-_RESPONSE = re.compile(r"^### Response (R\d+)\n(`{3,})response\n", re.M)
+_RESPONSE = re.compile(r"^### Response (R[0-9a-f]+)\n(`{3,})response\n", re.M)
 
 
 def requested_responses(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
@@ -201,32 +206,33 @@ def _top_objects(text: str) -> list[tuple[_Pairs, int, int]]:
     return _json_objects(text, _DECODER)  # type: ignore[return-value]
 
 
-def _quoted(verdict: Mapping[str, Any], call: GroupCall) -> bool:
-    """Whether ``verdict`` is text from any of the responses shown (a response may plant a verdict for
-    itself or for another)."""
-    return any(quoted_from(verdict, text) for text in call.responses)
-
-
-def _verdict(raw: Any, c: Criterion, call: GroupCall) -> ParsedVerdict | str:
-    """One (response, criterion) verdict, or why it cannot be taken."""
-    if not isinstance(raw, Mapping):
-        return "expected an object with 'reason' and 'verdict'"
+def _verdict(raw: Any, c: Criterion, own: str) -> ParsedVerdict | str:
+    """One (response, criterion) verdict, or why it cannot be taken. ``own``: the text of the response
+    the verdict is about, the only text it is checked against."""
     if getattr(raw, "duplicated", None):
         return f"key(s) {sorted(raw.duplicated)} given twice"
-    if "verdict" not in raw:
-        return "no 'verdict'"
-    if _quoted(raw, call):
-        return "the verdict repeats text from a response under judgment"
+    why = verdict_shape(raw)
+    if why is not None:
+        return why
     try:
         label = _match_label(raw["verdict"], c)
     except PromptError as exc:
         return str(exc).split(": ", 1)[-1]
-    reason = raw.get("reason", "")
-    return ParsedVerdict(c.name, label, c.value_of(label), reason if isinstance(reason, str) else str(reason))
+    if quoted_from(raw, own):
+        return "the verdict repeats text from the response it judges"
+    return ParsedVerdict(c.name, label, c.value_of(label), raw["reason"])
 
 
 def _whole(call: GroupCall, why: str) -> GroupParse:
     return GroupParse({}, {(rid, c.name): why for rid in call.ids for c in call.criteria})
+
+
+def answer_start(call: GroupCall, text: str) -> int:
+    """Where a group answer's object starts in ``text``, or -1."""
+    try:
+        return answer_span(text, _DECODER)[1]
+    except PromptError:
+        return -1
 
 
 def parse_group_reply(call: GroupCall, text: str | None) -> GroupParse:
@@ -234,28 +240,26 @@ def parse_group_reply(call: GroupCall, text: str | None) -> GroupParse:
     if not text or not text.strip():
         return _whole(call, "the answer is empty")
     shown = set(call.ids)
-    objects = _top_objects(text)
-    found = [(o, end) for o, _, end in objects if shown & set(o)]
-    if not found:
+    labels = [label for c in call.criteria for label in c.labels]
+    try:
+        answer, _, _ = answer_span(text, _DECODER, labels=labels)
+    except PromptError as exc:
+        return _whole(call, str(exc))
+    if not shown & set(answer):
         return _whole(call, f"no JSON object keyed by the response ids {list(call.ids)}")
-    if len(found) > 1:
-        return _whole(call, f"{len(found)} answer objects; exactly one is allowed")
-    answer, end = found[0]
-    if text[end:].strip().strip("`").strip():
-        return _whole(call, "text follows the JSON answer object; the answer must end with it")
     extra = sorted(set(answer) - shown)
     if extra:
         return _whole(call, f"unexpected key(s) {extra[:4]}; the ids shown are {list(call.ids)}")
     keys = call.keys
-    # verdict objects where the answer's shape has none (nested deeper, or in other objects): not the judge's own
+    # verdict objects where the answer's shape has none (nested deeper): not the judge's own
     expected = {id(v) for v in answer.values()}
     if keys is not None:
         expected |= {id(x) for v in answer.values() if isinstance(v, Mapping) for x in v.values()}
-    for obj, _, _ in objects:
-        for d in _dicts_within(obj):
-            if "verdict" in d and id(d) not in expected:
-                return _whole(call, "a verdict object sits inside another JSON value; answer with your own "
-                                    "answer object only")
+    for d in _dicts_within(answer):
+        if "verdict" in d and id(d) not in expected:
+            return _whole(call, "a verdict object sits inside another JSON value; answer with your own "
+                                "answer object only")
+    own = dict(zip(call.ids, call.responses, strict=True))
     verdicts: dict[tuple[str, str], ParsedVerdict] = {}
     problems: dict[tuple[str, str], str] = {}
     for rid in call.ids:
@@ -266,15 +270,17 @@ def parse_group_reply(call: GroupCall, text: str | None) -> GroupParse:
             elif raw is None:
                 got = "missing"
             elif keys is None:
-                got = _verdict(raw, c, call)
+                got = _verdict(raw, c, own[rid])
             elif not isinstance(raw, Mapping):
                 got = f"expected an object with keys {list(keys)}"
             elif keys[ci] in getattr(raw, "duplicated", ()):
                 got = f"criterion key {keys[ci]} given twice"
             elif keys[ci] not in raw:
                 got = f"criterion key {keys[ci]} missing"
+            elif set(raw) - set(keys):
+                got = f"unexpected key(s) {sorted(set(raw) - set(keys))[:4]}; the criterion keys are {list(keys)}"
             else:
-                got = _verdict(raw[keys[ci]], c, call)
+                got = _verdict(raw[keys[ci]], c, own[rid])
             if isinstance(got, str):
                 problems[(rid, c.name)] = got
             else:

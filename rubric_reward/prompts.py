@@ -32,6 +32,7 @@ __all__ = [
     "ParsedVerdict",
     "PromptError",
     "TEMPLATE_VERSION",
+    "answer_span",
     "answer_start",
     "fence",
     "parse_reply",
@@ -39,9 +40,10 @@ __all__ = [
     "render_call",
     "requested_criteria",
     "template_hash",
+    "verdict_shape",
 ]
 
-TEMPLATE_VERSION = "2"
+TEMPLATE_VERSION = "3"
 
 SYSTEM_PROMPT = """\
 You are a careful, impartial grader. You judge a response against rubric criteria.
@@ -131,12 +133,22 @@ def option_order(criterion: Criterion, *, seed: int, response: str, judge: str, 
     return tuple(labels)
 
 
+_PLAIN_ROLE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,31}")
+
+
+def _role(role: Any) -> str:
+    """A conversation role as shown: a plain name as is, anything else as a JSON string (escaped, cut), so
+    a role's text stays on its bracketed line and can never add a heading or a line to the prompt."""
+    role = str(role)
+    return role if _PLAIN_ROLE.fullmatch(role) else json.dumps(role[:64])
+
+
 def _render_task(prompt: Any) -> str:
     if prompt is None:
         return ""
     if isinstance(prompt, str):
         return "## Task\n" + fence(prompt, "task") + "\n\n"
-    turns = [f"[{m['role']}]\n{fence(m['content'], m['role'])}" for m in as_messages(prompt)]
+    turns = [f"[{_role(m['role'])}]\n{fence(m['content'], 'turn')}" for m in as_messages(prompt)]
     return "## Conversation so far\n" + "\n".join(turns) + "\n\n"
 
 
@@ -310,85 +322,147 @@ def _dicts_within(value: Any) -> list[dict[str, Any]]:
     return out
 
 
+_FENCED = re.compile(r"^(`{3,}|~{3,})[^\n`]*\n(.*?)\n[ \t]*\1[ \t]*$", re.S | re.M)
+_FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})", re.M)
+
+
+def answer_span(text: str, decoder: json.JSONDecoder = _DECODER, labels: Sequence[str] = ()
+                ) -> tuple[dict[str, Any], int, int]:
+    """The judge's own answer in ``text``: ``(object, start, end)``, its span in ``text``.
+
+    The answer is, after a think block (:func:`rubric_reward.rewards.text.strip_think`, the one rule),
+    either one JSON object that is the whole reply, or the one fenced code block of the reply holding
+    one JSON object and nothing else, with no other JSON object, fence or verdict-shaped text for
+    ``labels`` (:func:`rubric_reward.injection.verdict_like`) around it. Anything else is a
+    :class:`PromptError`: a verdict quoted in prose, two objects, an object followed or preceded by
+    more text. The default decoder refuses duplicate keys."""
+    from .injection import verdict_like
+    from .rewards.text import strip_think
+
+    if not text or not text.strip():
+        raise PromptError("the answer is empty")
+    cut = text.rfind("</think>")
+    answer = strip_think(text)
+    if not answer.strip():
+        raise PromptError("the answer is empty (nothing after the think block)")
+    offset = (cut + len("</think>") + text[cut + len("</think>"):].find(answer)) if cut >= 0 and "think>" in text \
+        else 0
+    body = answer.strip()
+    offset += answer.find(body)
+
+    def whole(chunk: str, at: int) -> tuple[dict[str, Any], int, int]:
+        try:
+            obj, end = decoder.raw_decode(chunk)
+        except _DuplicateKey as exc:
+            raise PromptError(f"duplicated key(s) {exc.args[0]} in the answer") from None
+        except (json.JSONDecodeError, RecursionError):
+            raise PromptError("the answer is not one valid JSON object") from None
+        if not isinstance(obj, dict):
+            raise PromptError("the answer must be one JSON object")
+        if chunk[end:].strip():
+            raise PromptError("text follows the JSON answer object; the answer must be that object alone")
+        return obj, at, at + end
+
+    if body.startswith("{"):
+        return whole(body, offset)
+    blocks = list(_FENCED.finditer(body))
+    if len(blocks) == 1 and len(_FENCE_LINE.findall(body)) == 2:
+        inner = blocks[0].group(2)
+        outside = body[:blocks[0].start()] + body[blocks[0].end():]
+        if "{" in outside or "}" in outside or verdict_like(outside, labels):
+            raise PromptError("the text around the fenced answer holds verdict-shaped text; answer with the "
+                              "JSON object alone")
+        stripped = inner.strip()
+        if stripped.startswith("{"):
+            return whole(stripped, offset + blocks[0].start(2) + inner.find(stripped))
+    if "{" not in body:
+        raise PromptError("the answer holds no JSON object")
+    raise PromptError("the answer must be exactly one JSON object (or one fenced block holding only it), "
+                      "with no other text")
+
+
 def answer_start(text: str) -> int:
-    """Where the judge's answer object starts in ``text`` (the last top-level JSON object), or -1."""
+    """Where the judge's answer object starts in ``text``, or -1 when the reply has no valid answer."""
     try:
-        objects = _json_objects(text)
+        return answer_span(text)[1]
     except PromptError:
         return -1
-    return objects[-1][1] if objects else -1
 
 
 def _match_label(raw: Any, c: Criterion) -> str:
+    """The label ``raw`` names, exactly as the criterion writes it (white space around it aside): no case
+    or confusable folding, so a label spelled with look-alike letters is off the menu."""
     if not isinstance(raw, str):
         raise PromptError(f"criterion {c.name!r}: verdict must be a string label, got {raw!r:.60}")
-    wanted = raw.strip().strip('"').strip()
-    labels = c.labels
-    if wanted in labels:
+    wanted = raw.strip()
+    if wanted in c.labels:
         return wanted
-    folded = [lab for lab in labels if lab.casefold() == wanted.casefold()]
-    if len(folded) == 1:
-        return folded[0]
-    raise PromptError(f"criterion {c.name!r}: verdict {raw!r:.60} is not one of {list(labels)}")
+    raise PromptError(f"criterion {c.name!r}: verdict {raw!r:.60} is not one of {list(c.labels)}")
+
+
+_VERDICT_KEYS = frozenset({"reason", "verdict"})
+
+
+def verdict_shape(value: Any) -> str | None:
+    """Why ``value`` is not a ``{"reason": str, "verdict": str}`` object (exactly those keys), or None."""
+    if not isinstance(value, Mapping):
+        return "expected an object with 'reason' and 'verdict'"
+    if "verdict" not in value:
+        return "no 'verdict'"
+    extra = sorted(set(value) - _VERDICT_KEYS)
+    if extra:
+        return f"unexpected key(s) {extra[:4]}; the object holds exactly 'reason' and 'verdict'"
+    if "reason" not in value:
+        return "no 'reason'"
+    if not isinstance(value["reason"], str):
+        return "'reason' must be a string"
+    return None
 
 
 def _parsed(obj: Mapping[str, Any], c: Criterion) -> ParsedVerdict:
-    if "verdict" not in obj:
-        raise PromptError(f"criterion {c.name!r}: the answer has no 'verdict'")
+    why = verdict_shape(obj)
+    if why is not None:
+        raise PromptError(f"criterion {c.name!r}: {why}")
     label = _match_label(obj["verdict"], c)
-    reason = obj.get("reason", "")
-    return ParsedVerdict(c.name, label, c.value_of(label), reason if isinstance(reason, str) else str(reason))
+    return ParsedVerdict(c.name, label, c.value_of(label), obj["reason"])
 
 
 def _answer_object(call: JudgeCall, text: str) -> tuple[dict[str, Any], list[Any]]:
-    """The judge's own answer object and the verdict objects in it (one per criterion).
-
-    It is the only verdict-shaped object in the answer, at any depth, and nothing but white space or
-    a closing code fence follows it: a verdict quoted in prose before a verdict given in words is
-    never the answer."""
-    objects = _json_objects(text)
+    """The judge's own answer object (:func:`answer_span`) and the verdict objects in it (one per
+    criterion). Its keys are exactly the ones asked for."""
+    labels = [label for c in call.criteria for label in c.labels]
+    obj, _, _ = answer_span(text, labels=labels)
     keys = call.keys
-    shaped = (lambda o: "verdict" in o) if keys is None else (lambda o: any(k in o for k in keys))
-    found = [(o, end) for o, _, end in objects if shaped(o)]
-    if not found:
-        raise PromptError("no JSON object with a 'verdict' in the answer" if keys is None
-                          else f"no JSON object with keys {list(keys)} in the answer")
-    if len(found) > 1:
-        raise PromptError(f"{len(found)} verdict objects in the answer; exactly one is allowed" if keys is None
-                          else f"{len(found)} answer objects; exactly one is allowed")
-    obj, end = found[0]
-    own = [obj] if keys is None else [obj.get(k) for k in keys]
-    mine = {id(obj), *(id(v) for v in own)}
-    if any(id(d) not in mine and ("verdict" in d or (keys and any(k in d for k in keys)))
-           for o, _, _ in objects for d in _dicts_within(o)):
-        raise PromptError("the answer holds a verdict object inside another JSON value; answer with "
-                          "only your own verdict object")
-    if text[end:].strip().strip("`").strip():
-        raise PromptError("text follows the JSON verdict object; the answer must end with it")
-    return obj, own
+    if keys is None:
+        return obj, [obj]
+    missing = [k for k in keys if k not in obj]
+    extra = sorted(set(obj) - set(keys))
+    if extra:
+        raise PromptError(f"unexpected key(s) {extra[:4]} in the answer; the keys are exactly {list(keys)}")
+    if missing:
+        raise PromptError(f"the answer lacks key(s) {missing}")
+    return obj, [obj[k] for k in keys]
 
 
 def parse_reply(call: JudgeCall, text: str | None) -> list[ParsedVerdict]:
     """Parse a judge answer strictly. Raises :class:`PromptError` explaining what was wrong.
 
-    The verdict is the judge's own structured output: one JSON object that ends the answer (see
-    :func:`_answer_object`), none of whose verdicts occurs in the response under judgment
-    (:func:`rubric_reward.provenance.quoted_from`)."""
+    The verdict is the judge's own structured output: one schema-valid JSON object that is the whole
+    answer (see :func:`answer_span`), with exact keys and exact labels. As a second line, none of its
+    verdicts may occur in the response under judgment (:func:`rubric_reward.provenance.quoted_from`;
+    only that response's own text, never another's)."""
     if not text or not text.strip():
         raise PromptError("the answer is empty")
-    obj, own = _answer_object(call, text)
-    if call.keys is not None:
-        missing = [k for k in call.keys if k not in obj]
-        if missing:
-            raise PromptError(f"the answer lacks key(s) {missing}")
+    _, own = _answer_object(call, text)
     out = []
     for k, c, v in zip(call.keys or (None,), call.criteria, own, strict=True):
         if not isinstance(v, Mapping):
             raise PromptError(f"criterion {c.name!r} ({k}): expected an object with 'reason' and 'verdict'")
+        parsed = _parsed(v, c)
         if quoted_from(v, call.response):
             raise PromptError(f"criterion {c.name!r}: the verdict repeats text from the response under judgment; "
                               "give your own verdict object, not one quoted from the response")
-        out.append(_parsed(v, c))
+        out.append(parsed)
     return out
 
 

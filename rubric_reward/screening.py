@@ -11,7 +11,10 @@ dropped); a response that is one unit repeated is read as that unit.
 Degenerate means:
 
 - ``empty``, ``whitespace``, ``punctuation``: no word at all;
-- ``master_key``: only bare openers (:data:`MASTER_KEYS`, or the grader's ``screen_phrases``);
+- ``master_key``: only bare openers (:data:`MASTER_KEYS`, or the grader's ``screen_phrases``), compared
+  as words and as compact skeletons (:func:`~rubric_reward.folding.compact`: confusable letters read as
+  their prototypes, spacing, hyphens, punctuation and bidi controls removed), so ``Ѕоlutіоn`` (Cyrillic),
+  ``S o l u t i o n``, ``s-o-l-u-t-i-o-n`` and ``\u202eSolution`` are the master key ``solution``;
 - ``rubric_echo``: only the rubric's own text (criterion names, requirements, option labels and
   descriptions, guidelines, verdict labels), with openers, numbers and rubric field names between;
 - ``prompt_echo``: after any leading openers, a run of words the prompt already holds (the whole
@@ -27,7 +30,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .folding import Words, scan, words
+from .folding import Words, compact, scan, visual, words
 
 __all__ = ["MASTER_KEYS", "screen_response"]
 
@@ -137,6 +140,31 @@ def _in_prompt(words: Words, prompt: str) -> bool:
                for i in range(len(pwords) - n + 1) if pwords[i] == words[0])
 
 
+_COMPACT_LIMIT = 400  # compact skeletons longer than this are not read as master keys (one unit repeated is)
+
+
+@functools.lru_cache(maxsize=64)
+def _compact_keys(phrases: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(k for k in map(compact, phrases) if k)
+
+
+def _compact_key(text: str, phrases: tuple[str, ...]) -> bool:
+    """Whether the compact skeleton ``text`` is a run of compact master keys (each any number of times)."""
+    if not text or len(text) > _COMPACT_LIMIT:
+        return False
+    keys = _compact_keys(phrases)
+    if not keys:
+        return False
+    longest = max(map(len, keys))
+    reach = [True] + [False] * len(text)
+    for i in range(len(text)):
+        if reach[i]:
+            for n in range(1, min(longest, len(text) - i) + 1):
+                if text[i:i + n] in keys:
+                    reach[i + n] = True
+    return reach[-1]
+
+
 def screen_response(response: str, prompt: Any = None, *, rubric: Any = None,
                     phrases: Iterable[str] | None = None) -> str | None:
     """Why ``response`` is degenerate (``"empty"``, ``"whitespace"``, ``"punctuation"``,
@@ -152,7 +180,8 @@ def screen_response(response: str, prompt: Any = None, *, rubric: Any = None,
     if not said:
         return "punctuation"
     keys = _pieces(MASTER_KEYS if phrases is None else tuple(phrases))
-    if _covered(said, keys):
+    phrase_list = MASTER_KEYS if phrases is None else tuple(phrases)
+    if _covered(said, keys) or any(_compact_key(compact(t), phrase_list) for t in {response, visual(response)}):
         return "master_key"
     if rubric is not None:
         filler = keys | frozenset((w,) for w in said if w in _RUBRIC_FIELDS or w.isdigit())

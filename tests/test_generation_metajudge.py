@@ -28,8 +28,13 @@ def _meta(srv, mode="pairwise", **cfg):
 def test_render_and_parse():
     text = render_rubric(BIG)
     assert text.splitlines()[2] == "3. The poem contains a comma. (penalty, weight -2)"
-    assert parse_winner('noise {"reason": "x", "winner": "b"} tail') == ("B", "x")
-    for bad in ('{"winner": "C"}', '{"winner": "tie"}', "A", "", '{"reason": "no winner"}', '{"winner": ["A"]}'):
+    assert parse_winner('{"reason": "x", "winner": "B"}') == ("B", "x")
+    assert parse_winner('<think>A or B?</think>```json\n{"winner": "A", "reason": "x"}\n```') == ("A", "x")
+    # issue 32: only the judge's own answer, the whole reply, exact keys and labels
+    for bad in ('{"winner": "C"}', '{"winner": "tie"}', "A", "", '{"reason": "no winner"}', '{"winner": ["A"]}',
+                'noise {"reason": "x", "winner": "B"} tail', '{"reason": "x", "winner": "b"}',
+                '{"reason": {"winner": "A"}, "winner": "B"}', '{"winner": "A", "reason": "x"} {"winner": "B"}',
+                '{"verdict": "A", "reason": "x"}', '{"winner": "\u0391", "reason": "Greek alpha"}'):
         with pytest.raises(ValueError):
             parse_winner(bad)
 

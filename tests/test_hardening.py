@@ -99,7 +99,8 @@ def test_a_verdict_quoted_from_the_response_is_never_taken(judge_server):
     server = judge_server()
     server.faults = FaultPlan(rate=1.0, kinds=(Fault(content=prose),))
     rubric = Rubric.from_obj([{"name": "correct", "requirement": "The arithmetic is correct."}])
-    with Scorer(rubric, JudgeConfig(model="j", base_url=server.base_url)) as scorer:
+    # judged (injection: suspect), so the parser's rules are what is tested; by default it is screened
+    with Scorer(rubric, JudgeConfig(model="j", base_url=server.base_url), grading={"injection": "suspect"}) as scorer:
         result = scorer.score("What is 2+2?", response)
     assert result.score is None  # re-asked once, then unscored: never the response's own "MET"
     assert result.verdict("correct").error.kind is ErrorKind.PARSE
@@ -107,7 +108,7 @@ def test_a_verdict_quoted_from_the_response_is_never_taken(judge_server):
     # the judge's own structured verdict is still taken
     server.faults = FaultPlan()
     server.judge = ScriptedJudge({"correct": "UNMET"})
-    with Scorer(rubric, JudgeConfig(model="j", base_url=server.base_url)) as scorer:
+    with Scorer(rubric, JudgeConfig(model="j", base_url=server.base_url), grading={"injection": "suspect"}) as scorer:
         assert scorer.score("What is 2+2?", response).score == 0.0
 
 

@@ -153,12 +153,27 @@ def test_an_injected_verdict_is_unscored_through_the_scorer(scripted, mode, resp
     rubric = Rubric(tuple(MODES[mode]))
     config = JudgeConfig(model="j", base_url=server.base_url, mode="per_item" if mode == "multi" else "per_criterion")
     server.reset_stats()
-    with Scorer(rubric, config, grading={"screen_degenerate": False}) as scorer:
+    # injection: suspect judges the flagged response (alone), so the parser's second line is what is tested
+    with Scorer(rubric, config, grading={"screen_degenerate": False, "injection": "suspect"}) as scorer:
         result = scorer.score("What is 2+2? Write a sentence.", response)
+    assert result.metadata.get("suspect") is True and result.metadata.get("flagged")
     assert result.score is None
     assert {v.error.kind for v in result.verdicts} == {ErrorKind.PARSE}
     assert all("after one re-ask" in v.error.message for v in result.verdicts)
     assert server.requests == 2  # the call and its one re-ask
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("mode", "response"), [r[1:3] for r in ATTACKS], ids=[r[0] for r in ATTACKS])
+def test_every_injection_response_is_flagged_and_screened_by_default(scripted, mode, response):
+    server, judge = scripted
+    judge.text = V  # a judge that would adopt the planted verdict: never asked
+    config = JudgeConfig(model="j", base_url=server.base_url, mode="per_item" if mode == "multi" else "per_criterion")
+    server.reset_stats()
+    with Scorer(Rubric(tuple(MODES[mode])), config) as scorer:
+        result = scorer.score("What is 2+2? Write a sentence.", response)
+    assert result.score == 0.0 and result.metadata["flagged"] and result.metadata["screened"]
+    assert server.requests == 0
 
 
 @pytest.mark.timeout(60)
@@ -167,7 +182,7 @@ def test_honest_replies_score_through_the_scorer(scripted):
     for _, mode, response, reply, labels in HONEST:
         judge.text = reply
         config = JudgeConfig(model="j", base_url=server.base_url, mode="per_item" if mode == "multi" else "per_criterion")
-        with Scorer(Rubric(tuple(MODES[mode])), config) as scorer:
+        with Scorer(Rubric(tuple(MODES[mode])), config, grading={"injection": "suspect"}) as scorer:
             result = scorer.score("What is 2+2? Write a sentence.", response)
         assert [v.label for v in result.verdicts] == labels and result.score is not None
 
@@ -185,8 +200,12 @@ def test_logprobs_are_read_only_inside_the_answer_object():
     text = "".join(t.token for t in answer + quoted)
     with pytest.raises(PromptError, match="follows"):
         parse_reply(call, text)
-    # one before it (not a JSON object) does not either
+    # one before it does not parse either (the answer is the whole reply) ...
     tokens = [_tok('I read "verdict": "'), _tok("MET", {"MET": 1.0}), _tok('". '), *answer]
+    with pytest.raises(PromptError):
+        parse_reply(call, "".join(t.token for t in tokens))
+    # ... and in a think block before the answer, it does not lend the answer its certainty
+    tokens = [_tok('<think>I read "verdict": "'), _tok("MET", {"MET": 1.0}), _tok('".</think> '), *answer]
     text = "".join(t.token for t in tokens)
     verdicts = [Verdict(p.criterion, p.label, p.value) for p in parse_reply(call, text)]
     [v] = attach_probabilities(call, ChatReply(text, logprobs=tuple(tokens)), verdicts)

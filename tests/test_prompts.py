@@ -89,7 +89,8 @@ def test_empty_response_is_rendered_and_fenced():
 @pytest.mark.parametrize("answer", [
     '{"reason": "It says X.", "verdict": "MET"}',
     'Sure! Here is my judgement:\n```json\n{"reason": "It says X.", "verdict": "MET"}\n```',
-    '{"reason": "quote: {not json}", "verdict": "met"}',
+    '{"reason": "quote: {not json}", "verdict": " MET "}',
+    '<think>The response says "verdict": "UNMET"? no.</think>\n{"reason": "It says X.", "verdict": "MET"}',
     json.dumps({"reason": 'The response contains {"verdict": "UNMET"}', "verdict": "MET"}),
 ])
 def test_tolerant_parsing(answer):
@@ -101,11 +102,19 @@ def test_tolerant_parsing(answer):
 @pytest.mark.parametrize(("answer", "problem"), [
     ("", "empty"),
     ("MET", "no JSON object"),
-    ('{"reason": "x"}', "no JSON object with a 'verdict'"),
+    ('{"reason": "x"}', "no 'verdict'"),
+    ('{"reason": "x", "verdict": "met"}', "not one of"),  # exact labels (issue 32)
+    ('{"reason": "x", "verdict": "\u041c\u0415\u0422"}', "not one of"),  # Cyrillic look-alike of MET
+    ('{"reason": "x", "verdict": "MET", "score": 1}', "unexpected key"),
+    ('{"verdict": "MET"}', "no 'reason'"),
+    ('// my answer\n{"reason": "x", "verdict": "MET"}', "exactly one JSON object"),
+    ('The verdict is MET.\n```json\n{"reason": "x", "verdict": "MET"}\n```', "verdict-shaped"),
+    ('```json\n{"reason": "x", "verdict": "MET"}\n```\n```json\n{"reason": "x", "verdict": "MET"}\n```',
+     "exactly one JSON object"),
     ('{"reason": "x", "verdict": "MET", "verdict": "UNMET"}', "duplicated key"),
     ('{"reason": "x", "verdict": "PASS"}', "not one of"),
     ('{"reason": "x", "verdict": 1}', "must be a string"),
-    ('{"reason": "a", "verdict": "MET"} and also {"reason": "b", "verdict": "UNMET"}', "exactly one"),
+    ('{"reason": "a", "verdict": "MET"} and also {"reason": "b", "verdict": "UNMET"}', "text follows"),
 ])
 def test_strict_parse_failures(answer, problem):
     call = render_call(RUBRIC, ITEM, [RUBRIC["clear"]])

@@ -147,9 +147,12 @@ def test_bad_rows_get_clear_errors(tmp_path):
         EvalGeneratorConfig(generators=[{"name": "x", "model": "m"}])
     with pytest.raises(ValueError, match=r"unknown field\(s\) \['n_test'\]"):
         EvalGeneratorConfig(judge="j", generators=[{"name": "x", "model": "m"}], split={"n_test": 3})
-    assert parse_choice('noise {"reason": "r", "verdict": 2}') == ("2", "r")
+    assert parse_choice('{"reason": "r", "verdict": "2"}') == ("2", "r")
     with pytest.raises(ValueError, match='must be "1" or "2"'):
-        parse_choice('{"verdict": "both"}')
+        parse_choice('{"reason": "r", "verdict": "both"}')
+    for bad in ('noise {"reason": "r", "verdict": "2"}', '{"reason": "r", "verdict": 2}', '{"verdict": "1"}'):
+        with pytest.raises(ValueError):  # issue 32: the whole reply, exact keys, the label as a string
+            parse_choice(bad)
 
 
 @pytest.mark.timeout(120)

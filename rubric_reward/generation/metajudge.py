@@ -40,7 +40,6 @@ from ..judges.judge import Judge
 from ..logprob_verdicts import label_probabilities, token_offsets
 from ..prompts import fence
 from ..rubric import Rubric, load_rubric
-from .answers import json_values
 from .generator import one_judge
 from ..sections import check_fields, from_section
 from .templates import task_text
@@ -113,16 +112,28 @@ class OffMenu(ValueError):
 
 
 def parse_winner(text: str | None) -> tuple[str, str]:
-    """``(winner, reason)`` from a pairwise answer; raises :class:`OffMenu` for anything but A or B."""
+    """``(winner, reason)`` from a pairwise answer; raises :class:`OffMenu` for anything but A or B.
+
+    The rules of the judge's verdicts (:func:`rubric_reward.prompts.answer_span`): the answer is one JSON
+    object that is the whole reply (after a think block), or the one fenced block holding only it, with
+    exactly the keys ``winner`` and ``reason`` and the winner written exactly ``"A"`` or ``"B"``; a
+    ``{"winner": ...}`` quoted in prose or nested in another value is never taken."""
+    from ..prompts import PromptError, answer_span
+
     if not text or not text.strip():
         raise OffMenu("the answer is empty")
-    for obj in json_values(text, "{"):
-        if isinstance(obj, dict) and ("winner" in obj or "verdict" in obj):
-            winner = obj.get("winner", obj.get("verdict"))
-            if isinstance(winner, str) and winner.strip().upper() in ("A", "B"):
-                return winner.strip().upper(), str(obj.get("reason", ""))
-            raise OffMenu(f'"winner" must be "A" or "B", got {winner!r}')
-    raise OffMenu('the answer holds no JSON object with a "winner"')
+    try:
+        obj, _, _ = answer_span(text)
+    except PromptError as exc:
+        raise OffMenu(str(exc)) from None
+    if set(obj) != {"winner", "reason"}:
+        raise OffMenu(f'the answer must hold exactly the keys "winner" and "reason", got {sorted(obj)[:4]}')
+    winner, reason = obj["winner"], obj["reason"]
+    if not isinstance(winner, str) or winner.strip() not in ("A", "B"):
+        raise OffMenu(f'"winner" must be "A" or "B", got {winner!r:.40}')
+    if not isinstance(reason, str):
+        raise OffMenu('"reason" must be a string')
+    return winner.strip(), reason
 
 
 # ---------------------------------------------------------------------------- results

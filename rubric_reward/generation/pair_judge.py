@@ -14,7 +14,6 @@ from typing import Any
 from ..judges.base import ChatRequest
 from ..prompts import fence
 from ..rubric import Rubric
-from .answers import json_values
 from .human_data import PairwiseRow
 
 __all__ = ["PAIRWISE_SCHEMA", "judge_pair", "pairwise_messages", "parse_choice"]
@@ -63,16 +62,23 @@ def pairwise_messages(task: str, rubric: Rubric, first: Sequence[Mapping[str, st
 
 
 def parse_choice(text: str | None) -> tuple[str, str]:
-    """``(verdict, reason)`` with verdict "1" or "2"; ``ValueError`` for anything else."""
+    """``(verdict, reason)`` with verdict "1" or "2"; ``ValueError`` for anything else.
+
+    The rules of the judge's verdicts (:func:`rubric_reward.prompts.answer_span`): one JSON object that is
+    the whole reply (after a think block), or the one fenced block holding only it, with exactly the keys
+    ``reason`` and ``verdict``, the verdict written exactly "1" or "2"."""
+    from ..prompts import answer_span, verdict_shape
+
     if not text or not text.strip():
         raise ValueError("the answer is empty")
-    for obj in json_values(text, "{"):
-        if isinstance(obj, dict) and "verdict" in obj:
-            v = str(obj["verdict"]).strip()
-            if v in ("1", "2"):
-                return v, str(obj.get("reason", ""))
-            raise ValueError(f'"verdict" must be "1" or "2", got {obj["verdict"]!r}')
-    raise ValueError('the answer holds no JSON object with a "verdict"')
+    obj, _, _ = answer_span(text)
+    why = verdict_shape(obj)
+    if why is not None:
+        raise ValueError(why)
+    v = obj["verdict"]
+    if not isinstance(v, str) or v.strip() not in ("1", "2"):
+        raise ValueError(f'"verdict" must be "1" or "2", got {v!r:.40}')
+    return v.strip(), obj["reason"]
 
 
 def _flipped(seed: int, row_id: str) -> bool:

@@ -168,6 +168,8 @@ class RubricResolver:
         if depth < _DEPTH and s[0] in "[{\"":
             try:
                 decoded = json.loads(s)
+            except RecursionError:
+                raise _rubric_error(field, "the rubric text is nested too deeply") from None
             except json.JSONDecodeError as exc:
                 try:  # YAML flow style: [Is it short?, Is it kind?]
                     decoded = _yaml(s) if s[0] != '"' else None
@@ -224,7 +226,7 @@ def _memo_key(label: Any, ids: bool) -> Any:
         return (ids, label)
     try:
         return (ids, json.dumps(label, sort_keys=True, ensure_ascii=False))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
 
 
@@ -233,5 +235,7 @@ def _yaml(text: str) -> Any:
 
     try:
         return yaml.safe_load(text)
+    except RecursionError:
+        raise ValueError("the rubric text is nested too deeply") from None
     except yaml.YAMLError as exc:
         raise ValueError(f"not valid YAML: {str(exc).splitlines()[0]}") from None

@@ -130,6 +130,8 @@ class ServiceEngine(_CoreEngine):
         group = raw.get("group")
         if group is not None and (isinstance(group, bool) or not isinstance(group, str | int)):
             raise RequestError(422, "invalid_field", f"{where}.group", f"must be a string or an integer, got {_kind(group)}")
+        if isinstance(group, str) and unencodable_at(group) is not None:
+            raise RequestError(422, "invalid_field", f"{where}.group", "not valid text (a lone surrogate)")
         item = self.item(raw.get(key), raw["response"], id=None if item_id is None else str(item_id),
                          group=None if group is None else str(group),
                          prompt_field=f"{where}.{key}", completion_field=f"{where}.response")

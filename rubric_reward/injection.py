@@ -1,0 +1,184 @@
+"""Flagging before judging: a response that carries verdict-shaped text for the rubric, addresses the
+grader, or forges the judge prompt's structure.
+
+This is the second line of the verdict boundary (docs/security.md). The first is the parser, which
+takes only the judge's own answer (one schema-valid object that is the whole reply). No parser can
+tell a judge persuaded by a response from an honest one, so the grader looks at the response before
+judging, and per ``GradingConfig.injection`` screens it (minimum score, no judge call), judges it
+alone (never in a group with other responses), or judges it alone and marks it ``suspect``.
+
+Everything is read on the one skeleton of :mod:`rubric_reward.folding` (NFKC, confusable letters as
+their prototypes, format and bidi characters dropped; a right-to-left override is also read as it
+displays), so confusable letters, fullwidth forms, zero-width characters and padding do not hide
+anything, and in any serialisation (JSON with comments or missing commas, YAML, TOML, XML, tables,
+prose), since only words and their order are read, never a parse:
+
+* ``verdict_shaped``: a verdict label of the rubric that has capitals (``MET``, ``UNMET``,
+  ``CANNOT_ASSESS``) written as the label anywhere; any label written in its own case beside any verdict word (verdict, score, grade, rating, result, reason, criterion key ...)
+  anywhere in the response, or after a key/value mark (``:``, ``=``, ``>``, ``|``); or any label,
+  in any case, within a few words of a verdict word;
+* ``addresses_grader``: text to the grader ("note to the grader", "ignore previous instructions",
+  "mark this as MET", "the evaluator must ...");
+* ``forged_structure``: headings or phrases of the judge prompt (``## Criterion``, ``### C1:``,
+  ``Verdict labels:``, ``## Response to judge``), chat-template control tokens.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import re
+import urllib.parse
+from collections.abc import Iterable
+from typing import Any
+
+from .folding import Words, fold, visual, words
+
+__all__ = ["FLAG_POLICIES", "FLAG_REASONS", "flag_response", "rubric_labels", "variants", "verdict_like"]
+
+FLAG_POLICIES = ("screen", "alone", "suspect")
+FLAG_REASONS = ("verdict_shaped", "addresses_grader", "forged_structure")
+DEFAULT_LABELS = ("MET", "UNMET", "CANNOT_ASSESS", "N/A")
+
+# words that name a verdict or its parts (case folded)
+_VERDICT_WORDS = frozenset(
+    "verdict verdicts label labels grade graded grading rating rated score scored scores decision judgement "
+    "judgment judgements result results assessment outcome evaluation status winner criterion criteria "
+    "rubric c1 c2 c3 c4 c5 c6 c7 c8 c9 reason reasoning".split())
+_STRONG = _VERDICT_WORDS - {"reason", "reasoning", "result", "results", "status", "outcome", "evaluation",
+                            "criteria", "criterion"}
+_NEAR = 4  # words between a verdict word and a label in any case
+_KEYVALUE = re.compile(r"[:=>|]\s*[\"'`\[(]?\s*$")
+
+_GRADER = r"(?:grader|graders|evaluator|evaluators|assessor|reviewer|rater|scorer|marker|examiner|" \
+          r"(?:ai|llm|language model|model) judge|judge model|judging model|reward model|grading model)"
+_ADDRESS = [re.compile(p) for p in (
+    rf"\b(?:note|message|instruction|instructions|attention|memo|hint|reminder|p ?s)\b\W{{0,4}}(?:\w+\W+){{0,2}}"
+    rf"(?:to|for)\s+(?:the\s+|any\s+|all\s+|my\s+|our\s+)?(?:{_GRADER}|judge|judges|grading)\b",
+    rf"\b(?:dear|hey|hi|hello|attention)\s+(?:the\s+)?(?:{_GRADER}|judge|judges)\b",
+    rf"\b(?:{_GRADER}|judge|judges)\s*[:,]\s*(?:please\s+)?(?:output|give|mark|award|assign|return|respond|answer|"
+    rf"rate|score|ignore|grade|pass|accept)\b",
+    rf"\b(?:{_GRADER}|the judge|judges)\b(?:\W+\w+){{0,6}}?\W+(?:must|should|shall|will|is required to|"
+    rf"is instructed to|needs to|has to)\s+(?:\w+\s+)?(?:output|give|mark|award|assign|return|respond|answer|rate|"
+    rf"score|ignore|grade|pass|accept|treat|consider|write)\b",
+    r"\bignore\b(?:\W+\w+){0,4}?\W+(?:instructions|instruction|rules|rubric|criteria|criterion|guidelines|prompt|"
+    r"text above|above|everything)\b",
+    r"\b(?:disregard|override|forget)\b(?:\W+\w+){0,4}?\W+(?:instructions|rules|rubric|criteria|guidelines|prompt)\b",
+    r"\b(?:system|developer)\s+(?:prompt|message|instruction|instructions|override|note)\b",
+    r"\b(?:output|return|respond with|reply with|answer with|mark (?:this|it|me|the response|this response) as|"
+    r"rate (?:this|it)|grade (?:this|it)|score (?:this|it)|give (?:this|it|me)(?: response)?|award|assign)\b"
+    r"(?:\W+\w+){0,5}?\W+(?:met|pass|passed|full marks|full credit|full score|full points|perfect score|"
+    r"maximum score|max score|top score|10 ?/ ?10|100 ?%)\b",
+    r"\b(?:you are|you re|as) (?:the|an|a) (?:grader|evaluator|judge|assessor)\b",
+)]
+_FORGED = [re.compile(p, re.M) for p in (
+    r"^\s*#{1,6}\s*(?:criterion|criteria|rubric|guidelines|response to judge|responses to judge|"
+    r"conversation so far|verdict labels|answer format|judge instructions|grading instructions|c\d+\s*:|"
+    r"response r\w+)\b",
+    r"\bverdict labels\s*:",
+    r"\banswer with (?:one |only |the )?json\b",
+    r"\bjudge each criterion\b",
+    r"<\|?(?:im_start|im_end|endoftext|eot_id|start_header_id|system)\|?>",
+    r"\[/?(?:inst|sys|system|assistant)\]",
+    r"^\s*(?:system|assistant)\s*:",
+)]
+
+
+def rubric_labels(rubric: Any = None) -> tuple[str, ...]:
+    """Every verdict label ``rubric`` offers (its options and abstentions), and the default ones."""
+    labels = list(DEFAULT_LABELS)
+    for c in getattr(rubric, "criteria", ()) or ():
+        labels.extend(getattr(c, "labels", ()))
+    return tuple(dict.fromkeys(labels))
+
+
+@functools.lru_cache(maxsize=64)
+def _label_words(labels: tuple[str, ...]) -> tuple[tuple[Words, bool], ...]:
+    """Each label as case-kept words, and whether it is written as a label (not an ordinary lowercase word)."""
+    out = []
+    for label in labels:
+        w = words(label, keep_case=True)
+        if w:
+            out.append((w, label != label.lower() or not label.isalpha()))
+    return tuple(out)
+
+
+def _hits(said: Words, label: Words) -> list[int]:
+    n = len(label)
+    return [i for i in range(len(said) - n + 1) if said[i:i + n] == label]
+
+
+_ESCAPE = re.compile(r"\\u\{?([0-9a-fA-F]{4,6})\}?|\\x([0-9a-fA-F]{2})|&#[xX]([0-9a-fA-F]+);|&#(\d+);")
+
+
+def _unescaped(m: re.Match[str]) -> str:
+    hexa = m.group(1) or m.group(2) or m.group(3)
+    try:
+        return chr(int(hexa, 16) if hexa else int(m.group(4)))
+    except (ValueError, OverflowError):
+        return m.group()
+
+
+def variants(text: str) -> tuple[str, ...]:
+    """``text`` as written, as a right-to-left override displays it, and with escapes undone (JSON and
+    Python ``\\u`` / ``\\x`` escapes, HTML entities, percent-encoding), each read by every check."""
+    out = [text, visual(text)]
+    if "\\" in text or "&" in text or "%" in text:
+        plain = html.unescape(_ESCAPE.sub(_unescaped, text))
+        out += [plain, visual(plain)]
+        if "%" in text:
+            out.append(urllib.parse.unquote(plain))
+    return tuple(dict.fromkeys(out))
+
+
+def verdict_like(text: str, labels: Iterable[str] = DEFAULT_LABELS) -> bool:
+    """Whether ``text`` carries a verdict for one of ``labels`` in any serialisation (see the module)."""
+    if not text:
+        return False
+    labels = tuple(labels)
+    for variant in variants(text):
+        kept, seps = _scan_kept(variant)
+        folded = tuple(w.casefold() for w in kept)
+        if not folded:
+            continue
+        verdict_words = [i for i, w in enumerate(folded) if w in _VERDICT_WORDS]
+        strong = [i for i in verdict_words if folded[i] in _STRONG]
+        for label, written in _label_words(labels):
+            n = len(label)
+            if written:
+                for i in _hits(kept, label):
+                    if verdict_words or _KEYVALUE.search(seps[i]) or any(ch.isupper() for ch in "".join(label)):
+                        return True
+            folded_label = tuple(w.casefold() for w in label)
+            for i in _hits(folded, folded_label):
+                if any(i - _NEAR - 1 <= j <= i + n + _NEAR for j in strong):
+                    return True
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def _scan_kept(text: str) -> tuple[Words, tuple[str, ...]]:
+    from .folding import scan
+
+    return scan(text, keep_case=True)
+
+
+def _said(text: str) -> str:
+    """The folded text as words joined by single spaces, keeping the marks that separate them."""
+    return re.sub(r"\s+", " ", fold(text))
+
+
+def flag_response(response: str, rubric: Any = None) -> str | None:
+    """Why ``response`` should not be judged as plain data (one of :data:`FLAG_REASONS`), or None."""
+    if not response or not response.strip():
+        return None
+    if verdict_like(response, rubric_labels(rubric)):
+        return "verdict_shaped"
+    for variant in variants(response):
+        said = _said(variant)
+        if any(p.search(said) for p in _ADDRESS):
+            return "addresses_grader"
+        lines = fold(variant)
+        if any(p.search(lines) for p in _FORGED):
+            return "forged_structure"
+    return None
