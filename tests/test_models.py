@@ -202,7 +202,7 @@ def test_concurrent_conversion_is_safe(tmp_path, converted):
 def test_the_bundled_model_is_named_as_no_judge_of_quality(tmp_path):
     """Issue 33.5: scoring, eval or generation with the bundled 135M model says its numbers mean nothing."""
     from rubric_reward.judges.config import JudgeConfig
-    from rubric_reward.models import bundled_model_note
+    from rubric_reward.cli.notes import bundled_model_note
 
     judge = JudgeConfig(model="smollm2-135m-instruct", backend="transformers")
     note = bundled_model_note(judge)

@@ -36,7 +36,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         overrides["report"] = False
     if overrides:
         config = replace(config, **overrides)
-    from ..models import bundled_model_note
+    from .notes import bundled_model_note
 
     note = bundled_model_note(list(config.judges), role="eval")
     if note:

@@ -49,7 +49,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     generator = _generator_spec(args)
     form = _format(args, generator)
-    from ..models import bundled_model_note
+    from .notes import bundled_model_note
 
     note = bundled_model_note(generator, role="generator")
     if note:

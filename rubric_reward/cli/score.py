@@ -79,7 +79,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
         return 2
     rows = _read_jsonl(Path(args.input))
     judge = _judge_spec(args) if rubric.judged else None
-    from ..models import bundled_model_note
+    from .notes import bundled_model_note
 
     note = bundled_model_note(judge) if judge is not None else None
     if note:
