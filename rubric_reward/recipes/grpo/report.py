@@ -475,7 +475,8 @@ def environment_line(env: Mapping[str, Any]) -> str:
         "" if env.get("bf16_kernels_available") is None else
         f", {'available' if env['bf16_kernels_available'] else 'not available'} on this CPU")
     versions = ", ".join(f"{k} {v}" for k, v in (env.get("versions") or {}).items())
-    return (f"Run: seed {env.get('seed', 'n/a')}; {env.get('torch_threads', 'n/a')} torch threads; dtype "
+    return ("Run: " + (f"seed {env['seed']}; " if "seed" in env else "")
+            + f"torch threads {env.get('torch_threads', 'n/a')}; dtype "
             f"{env.get('dtype', 'n/a')}" + (" with bf16 autocast" if env.get("bf16_autocast") else "")
             + f" (bfloat16 kernels {bf16}); CPU {env.get('cpu') or 'n/a'}" + (f"; {versions}" if versions else "")
             + ".")
@@ -695,7 +696,7 @@ def seeds_markdown(data: Mapping[str, Any]) -> str:
                      f"{r['perfect']['base']}/{r['n']} -> {r['perfect']['best']}/{r['n']}",
                      (f"{worst_r['benchmark']} {_signed(worst_r['difference'])}" if worst_r else "n/a"),
                      ", ".join(r["regressions"]) or "none", "; ".join(r["hacking_flags"]) or "none",
-                     str(r.get("best_step", "n/a")), _duration(r.get("wall_s")), _mb(r.get("peak_rss_kib")),
+                     "final" if r.get("best_step") is None else str(r["best_step"]), _duration(r.get("wall_s")), _mb(r.get("peak_rss_kib")),
                      str(env.get("torch_threads", "n/a"))])
     rows.append(["pooled", _ci_text(ci, signed=True) if ci else "n/a", _p(pooled["pvalue"]),
                  f"{sum(r['improved'] for r in results)}/{sum(r['worse'] for r in results)}/"
