@@ -2,13 +2,16 @@
 
 :func:`write_summary` writes ``summary.md``, ``summary.json`` and ``summary.html`` (plots embedded) plus PNG
 plots into the run folder. ``summary.md`` opens with one sentence a newcomer can read (what was trained, the
-report-split change with its interval and p-value, the IFEval change, and whether each is distinguishable from
-zero), then:
+report-split change with its interval and p-value, what got significantly worse, the IFEval change, and whether
+each is distinguishable from zero), a line with the run's conditions (seed, torch threads, dtype, bfloat16
+kernels, CPU model, torch / transformers / trl / peft versions: ``environment`` in summary.json), then:
 
 * **Report split** (the final test; never used for selection): per judge, base and best means with bootstrap
   intervals, the paired interval of the difference, the paired Wilcoxon test (the variant that ran is named),
   better / worse / tied pairs under the tie rule of :mod:`rubric_reward.recipes.grpo.comparison`, per instruction type
-  (the split's strata), and the reward-hacking indicators of :mod:`rubric_reward.recipes.grpo.hacks`. The best checkpoint
+  (the split's strata; Holm across types), per criterion (pass rates base -> best, exact McNemar, Holm across
+  criteria: which criteria drove the change), and the reward-hacking indicators of
+  :mod:`rubric_reward.recipes.grpo.hacks`. The best checkpoint
   was picked on the selection split, so this p-value needs no adjustment; the bound ``min(1, m x p)`` for the
   ``m`` checkpoints looked at is printed beside it.
 * **Selection split**: every checkpoint looked at against the base, with Holm-adjusted p-values.
@@ -17,6 +20,10 @@ zero), then:
 Its input is the rows of ``report_completions.jsonl`` (:func:`report_row`), so :func:`rebuild_summary` (and
 ``python -m rubric_reward.recipes.grpo.report RUN_DIR``) writes the same summary again from the run folder.
 Undefined statistics are ``None`` in JSON and "n/a" in Markdown, never NaN.
+
+Seed sweeps (``benchmarks/main_job_seeds.py``): :func:`seed_result` recomputes one seed's row from its
+``report_completions.jsonl`` and :func:`write_seeds_summary` writes ``seeds_summary.{md,json}`` with the pooled
+result (:func:`pool_seed_results`: a t-interval over the seeds' mean differences).
 """
 
 from __future__ import annotations
