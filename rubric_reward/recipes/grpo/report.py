@@ -703,13 +703,15 @@ def seeds_markdown(data: Mapping[str, Any]) -> str:
                      f"{r['perfect']['base']}/{r['n']} -> {r['perfect']['best']}/{r['n']}",
                      (f"{worst_r['benchmark']} {_signed(worst_r['difference'])}" if worst_r else "n/a"),
                      ", ".join(r["regressions"]) or "none", "; ".join(r["hacking_flags"]) or "none",
-                     "final" if r.get("best_step") is None else str(r["best_step"]), _duration(r.get("wall_s")), _mb(r.get("peak_rss_kib")),
+                     "final" if r.get("best_step") is None else str(r["best_step"]), _duration(r.get("wall_s")),
+                     _mb(r.get("peak_rss_kib")),
                      str(env.get("torch_threads", "n/a"))])
     rows.append(["pooled", _ci_text(ci, signed=True) if ci else "n/a", _p(pooled["pvalue"]),
                  f"{sum(r['improved'] for r in results)}/{sum(r['worse'] for r in results)}/"
                  f"{sum(r['tied'] for r in results)}", "", worst or "n/a", "", "",
-                 "", _duration(sum(r.get("wall_s") or 0 for r in results)),
-                 _mb(max((r.get("peak_rss_kib") or 0 for r in results), default=None)), ""])
+                 "", _duration(None if any(r.get("wall_s") is None for r in results)
+                               else sum(r["wall_s"] for r in results)),
+                 _mb(max((r["peak_rss_kib"] for r in results if r.get("peak_rss_kib")), default=None)), ""])
     envs = {environment_line({k: v for k, v in (r.get("environment") or {}).items() if k != "seed"})
             for r in results if r.get("environment")}
     blocks = [B.Heading(1, "Seed sweep: summary"), B.Para(text),
