@@ -21,8 +21,8 @@ from typing import Any
 
 from ...evaluation import interval_dict as _interval
 
-__all__ = ["PERFECT", "compare_paired", "load_selection_scores", "score_value", "selection_table",
-           "tie_identical"]
+__all__ = ["PERFECT", "SIGNIFICANT_P", "compare_paired", "load_selection_scores", "pool_seeds", "score_value",
+           "selection_table", "tie_identical"]
 
 PERFECT = 1.0 - 1e-9
 
@@ -213,3 +213,39 @@ def record_length(rec: Mapping[str, Any]) -> float | None:
     """A monitor record's mean completion length in tokens (None when it has none)."""
     value = rec.get("mean_length_tokens", rec.get("mean_length"))
     return None if value is None else float(value)
+
+
+SIGNIFICANT_P = 0.01  # a seed counts as significant with Wilcoxon p below this and its interval above 0
+
+
+def pool_seeds(estimates: Sequence[float | None], *, confidence: float = 0.95) -> dict[str, Any]:
+    """The recipe's gain pooled over seeds: each seed's mean paired difference (best - base on the report
+    split) is one replicate of the whole recipe, so the seeds are the units.
+
+    Returns ``n`` (seeds with an estimate), ``mean`` (the mean of the seed means), ``sd`` (their standard
+    deviation, ddof 1), the Student t ``ci`` (``estimate``, ``low``, ``high``: mean +- t(1 - (1 - confidence)
+    / 2, n - 1) x sd / sqrt(n)), ``pvalue`` (the two-sided one-sample t-test of mean 0), ``min`` and ``max``.
+    Undefined values (fewer than two seeds; zero spread gives a zero-width interval and p None) are None.
+    The report prompts are the same for every seed, so the interval is about seed-to-seed variation of the
+    recipe on these prompts, not about other prompts."""
+    kept = [float(x) for x in estimates if x is not None]
+    n = len(kept)
+    out: dict[str, Any] = {"n": n, "mean": None, "sd": None, "ci": None, "pvalue": None,
+                           "min": min(kept) if kept else None, "max": max(kept) if kept else None,
+                           "confidence": confidence, "method": "student t over seed means"}
+    if not kept:
+        return out
+    mean = math.fsum(kept) / n
+    out["mean"] = mean
+    out["ci"] = {"estimate": mean, "low": None, "high": None, "n": n, "confidence": confidence}
+    if n < 2:
+        return out
+    from scipy import stats as sps
+
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in kept) / (n - 1))
+    half = float(sps.t.ppf(1 - (1 - confidence) / 2, n - 1)) * sd / math.sqrt(n)
+    out["sd"] = sd
+    out["ci"].update(low=mean - half, high=mean + half)
+    if sd > 0:
+        out["pvalue"] = float(2 * sps.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+    return out

@@ -13,7 +13,64 @@ from typing import Any
 from .arguments import RecipeArguments
 from .builders import build_monitor_reward, build_second_reward, generation_kwargs, has_second_judge
 
-__all__ = ["final_report", "ifeval_transfer"]
+__all__ = ["criterion_outcomes", "final_report", "ifeval_transfer", "run_environment"]
+
+
+def criterion_outcomes(record: Any) -> dict[str, dict[str, Any]]:
+    """Per criterion of a reward record's rubric: ``{"kind": "check" | "judged", "passed": bool | None}``.
+
+    Passed as :func:`rubric_reward.rewards.records.failed_criteria` reads it (the best value reached; a penalty
+    when its flaw is absent; an abstention or a failed verdict is not passed). A record without a result or a
+    rubric gives ``{}``; an unscored one (judging failed) gives ``passed`` None (unknown) for every criterion.
+    A degenerate completion stopped by the guard has every criterion at its worst, so it passes none."""
+    from ...rewards.records import failed_criteria
+
+    rubric, result = getattr(record, "rubric", None), getattr(record, "result", None)
+    if rubric is None or result is None:
+        return {}
+    unscored = getattr(record, "reward", None) is None
+    failed = set(failed_criteria(result, rubric))
+    return {c.name: {"kind": "judged" if c.is_judged else "check", "passed": None if unscored else c.name not in failed}
+            for c in rubric.criteria}
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or None
+
+
+def run_environment(*, seed: int | None, dtype: str | None, bf16: bool = False) -> dict[str, Any]:
+    """What a run's numbers depend on besides its arguments, for comparing runs: ``seed``, ``torch_threads``,
+    the policy's ``dtype``, ``bf16_autocast`` (TrainingArguments ``bf16``), whether oneDNN has bfloat16 kernels
+    on this CPU (``bf16_kernels_available``: the local judge's own test, ``resolve_dtype("auto", ...)``) and
+    whether the run used them (``bf16_kernels_used``: bfloat16 weights or autocast where they exist), the
+    ``cpu`` model (/proc/cpuinfo), ``device``, and the ``versions`` of torch, transformers, trl and peft."""
+    from importlib import metadata
+
+    import torch
+
+    from ...judges.transformers_backend import resolve_dtype
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    available = resolve_dtype("auto", device) == "bfloat16"
+    dtype = str(dtype) if dtype not in (None, "auto") else ("auto" if dtype == "auto" else "float32")
+    versions = {}
+    for name in ("torch", "transformers", "trl", "peft"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {"seed": seed, "torch_threads": torch.get_num_threads(), "dtype": dtype, "bf16_autocast": bool(bf16),
+            "bf16_kernels_available": available,
+            "bf16_kernels_used": available and (bool(bf16) or dtype == "bfloat16"),
+            "cpu": _cpu_model(), "device": device, "versions": versions}
 
 
 def _score_split(reward: Any, rows: Sequence[Mapping[str, Any]], completions: list[str]) -> list[Any]:
@@ -59,16 +116,28 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
         judges["second_judge"] = build_second_reward(recipe)
     scores: dict[str, dict[str, list[float | None]]] = {}
     perfect: dict[str, dict[str, list[bool | None]]] = {}
+    outcomes: dict[str, dict[str, list[dict[str, dict[str, Any]]]]] = {}
     for name, reward in judges.items():
         results = {system: _score_split(reward, rows, texts[system]) for system in texts}
         scores[name] = {system: score_values(res, reward.config.reward) for system, res in results.items()}
         perfect[name] = {system: [None if v is None else v >= PERFECT for v in score_values(res, "score")]
                          for system, res in results.items()}
+        outcomes[name] = {system: [criterion_outcomes(rec) for rec in res] for system, res in results.items()}
         reward.close()
     tokens = {system: token_lengths(base_model, texts[system]) for system in texts}
+
+    def criteria(i: int) -> dict[str, dict[str, dict[str, Any]]]:
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for j, per in outcomes.items():
+            names = list(dict.fromkeys([*per["base"][i], *per["best"][i]]))
+            out[j] = {c: {"kind": (per["base"][i].get(c) or per["best"][i].get(c))["kind"],
+                          **{s: (per[s][i].get(c) or {}).get("passed") for s in texts}} for c in names}
+        return out
+
     report_rows = [report_module.report_row(row, {s: texts[s][i] for s in texts}, {s: tokens[s][i] for s in texts},
                                             {j: {s: scores[j][s][i] for s in texts} for j in scores},
-                                            {j: {s: perfect[j][s][i] for s in texts} for j in perfect})
+                                            {j: {s: perfect[j][s][i] for s in texts} for j in perfect},
+                                            criteria(i))
                    for i, row in enumerate(rows)]
     write_atomic(out / report_module.REPORT_FILE, "".join(
         json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in report_rows))
@@ -81,7 +150,9 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
         splits={"train": len(splits.train), "selection": len(splits.selection), "report": len(rows)},
         n_resamples=recipe.bootstrap_resamples, confidence=recipe.confidence, seed=training.seed,
         meta={"model": model_ref or base_model, "dataset": recipe.dataset_name, "train_seconds": train_seconds,
-              "recipe": asdict(recipe), "max_steps": training.max_steps},
+              "recipe": asdict(recipe), "max_steps": training.max_steps,
+              "environment": run_environment(seed=training.seed, dtype=getattr(model, "dtype", None),
+                                             bf16=bool(getattr(training, "bf16", False)))},
     )
 
 

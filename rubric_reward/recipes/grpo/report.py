@@ -2,13 +2,16 @@
 
 :func:`write_summary` writes ``summary.md``, ``summary.json`` and ``summary.html`` (plots embedded) plus PNG
 plots into the run folder. ``summary.md`` opens with one sentence a newcomer can read (what was trained, the
-report-split change with its interval and p-value, the IFEval change, and whether each is distinguishable from
-zero), then:
+report-split change with its interval and p-value, what got significantly worse, the IFEval change, and whether
+each is distinguishable from zero), a line with the run's conditions (seed, torch threads, dtype, bfloat16
+kernels, CPU model, torch / transformers / trl / peft versions: ``environment`` in summary.json), then:
 
 * **Report split** (the final test; never used for selection): per judge, base and best means with bootstrap
   intervals, the paired interval of the difference, the paired Wilcoxon test (the variant that ran is named),
   better / worse / tied pairs under the tie rule of :mod:`rubric_reward.recipes.grpo.comparison`, per instruction type
-  (the split's strata), and the reward-hacking indicators of :mod:`rubric_reward.recipes.grpo.hacks`. The best checkpoint
+  (the split's strata; Holm across types), per criterion (pass rates base -> best, exact McNemar, Holm across
+  criteria: which criteria drove the change), and the reward-hacking indicators of
+  :mod:`rubric_reward.recipes.grpo.hacks`. The best checkpoint
   was picked on the selection split, so this p-value needs no adjustment; the bound ``min(1, m x p)`` for the
   ``m`` checkpoints looked at is printed beside it.
 * **Selection split**: every checkpoint looked at against the base, with Holm-adjusted p-values.
@@ -17,6 +20,10 @@ zero), then:
 Its input is the rows of ``report_completions.jsonl`` (:func:`report_row`), so :func:`rebuild_summary` (and
 ``python -m rubric_reward.recipes.grpo.report RUN_DIR``) writes the same summary again from the run folder.
 Undefined statistics are ``None`` in JSON and "n/a" in Markdown, never NaN.
+
+Seed sweeps (``benchmarks/main_job_seeds.py``): :func:`seed_result` recomputes one seed's row from its
+``report_completions.jsonl`` and :func:`write_seeds_summary` writes ``seeds_summary.{md,json}`` with the pooled
+result (:func:`pool_seed_results`: a t-interval over the seeds' mean differences).
 """
 
 from __future__ import annotations
@@ -32,8 +39,9 @@ from .comparison import compare_paired, load_selection_scores, record_length, se
 from .hacks import hack_indicators
 from .plots import plot_monitor, plot_score_distributions
 
-__all__ = ["REPORT_FILE", "compare_paired", "headline", "plot_monitor", "read_report_rows", "rebuild_summary",
-           "report_row", "selection_table", "write_summary"]
+__all__ = ["REPORT_FILE", "compare_paired", "criterion_table", "environment_line", "headline", "plot_monitor",
+           "pool_seed_results", "read_report_rows", "rebuild_summary", "regression_clause", "regressions", "report_row",
+           "seed_result", "seeds_markdown", "selection_table", "write_seeds_summary", "write_summary"]
 
 REPORT_FILE = "report_completions.jsonl"
 SYSTEMS = ("base", "best")
@@ -42,14 +50,19 @@ SYSTEMS = ("base", "best")
 # ------------------------------------------------------------------------------------------- report rows
 def report_row(row: Mapping[str, Any], completions: Mapping[str, str], tokens: Mapping[str, int | None],
                scores: Mapping[str, Mapping[str, float | None]],
-               perfect: Mapping[str, Mapping[str, bool | None]] | None = None) -> dict[str, Any]:
+               perfect: Mapping[str, Mapping[str, bool | None]] | None = None,
+               criteria: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None) -> dict[str, Any]:
     """One line of ``report_completions.jsonl``: the prompt's ``id``, ``benchmark`` (stratum) and ``prompt``;
     ``completions``/``tokens`` per system (``base``, ``best``); ``scores`` per judge and system (the metric's
-    value, None = unscored); ``perfect`` per judge and system (plain score 1) when known."""
+    value, None = unscored); ``perfect`` per judge and system (plain score 1) when known; ``criteria`` per judge
+    and criterion name: ``{"kind": "check" | "judged", "base": passed, "best": passed}`` (None = unknown: the
+    completion was unscored), when known."""
     return {"id": row.get("id"), "benchmark": row.get("benchmark"), "prompt": row.get("prompt"),
             "completions": {s: completions[s] for s in SYSTEMS}, "tokens": {s: tokens.get(s) for s in SYSTEMS},
             "scores": {j: {s: v[s] for s in SYSTEMS} for j, v in scores.items()},
-            "perfect": {j: {s: v.get(s) for s in SYSTEMS} for j, v in (perfect or {}).items()}}
+            "perfect": {j: {s: v.get(s) for s in SYSTEMS} for j, v in (perfect or {}).items()},
+            "criteria": {j: {name: {"kind": c.get("kind"), **{s: c.get(s) for s in SYSTEMS}}
+                             for name, c in per.items()} for j, per in (criteria or {}).items()}}
 
 
 def read_report_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -99,8 +112,64 @@ def _strata(rows: Sequence[Mapping[str, Any]], judge: str, metric: str, confiden
         c = _judge_comparison(part, judge, metric, 1000, confidence, seed)
         out.append({"benchmark": name, "n": c["n"], "base": c["base"]["mean"], "best": c["best"]["mean"],
                     "difference": c["difference"], "improved": c["improved"], "worse": c["worse"],
-                    "tied": c["tied"], "pvalue": (c["wilcoxon"] or {}).get("pvalue")})
+                    "tied": c["tied"], "pvalue": (c["wilcoxon"] or {}).get("pvalue"), "pvalue_holm": None})
+    _holm(out)
     return out
+
+
+def _holm(entries: list[dict[str, Any]]) -> None:
+    """Fill each entry's ``pvalue_holm``: Holm across the entries that have a p-value."""
+    from ...stats import holm_adjust
+
+    tested = [e for e in entries if e.get("pvalue") is not None]
+    for e, p in zip(tested, holm_adjust([e["pvalue"] for e in tested]) if tested else []):
+        e["pvalue_holm"] = p
+
+
+def criterion_table(rows: Sequence[Mapping[str, Any]], judge: str) -> list[dict[str, Any]]:
+    """Per criterion (in order of first appearance): pass counts base and best over the prompts whose rubric
+    has it and where both verdicts are known, the exact McNemar test (``b`` = passed by base only, ``c`` = by
+    best only) and the Holm adjustment across criteria. Identical completions count as the same verdict (the
+    tie rule). Empty when the rows carry no per-criterion verdicts."""
+    from ...stats import mcnemar_exact
+
+    names: dict[str, str | None] = {}
+    for r in rows:
+        for name, c in ((r.get("criteria") or {}).get(judge) or {}).items():
+            names.setdefault(name, c.get("kind") if isinstance(c, Mapping) else None)
+    out = []
+    for name, kind in names.items():
+        base, best = [], []
+        for r in rows:
+            c = ((r.get("criteria") or {}).get(judge) or {}).get(name)
+            if not isinstance(c, Mapping) or c.get("base") is None or c.get("best") is None:
+                continue
+            texts = r.get("completions") or {}
+            same = texts.get("base") is not None and texts.get("base") == texts.get("best")
+            base.append(bool(c["base"]))
+            best.append(bool(c["base"]) if same else bool(c["best"]))
+        test = mcnemar_exact(base, best) if base else None
+        out.append({"criterion": name, "kind": kind, "n": len(base), "base_passed": sum(base),
+                    "best_passed": sum(best), "base_rate": sum(base) / len(base) if base else None,
+                    "best_rate": sum(best) / len(best) if best else None,
+                    "b": None if test is None else test.b, "c": None if test is None else test.c,
+                    "pvalue": None if test is None else test.pvalue, "pvalue_holm": None})
+    _holm(out)
+    return out
+
+
+def regressions(summary: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """What got significantly worse on the report split: instruction types whose mean difference is negative
+    with a Holm-adjusted (across types) Wilcoxon p below 1 - confidence, and criteria whose pass count fell
+    with a Holm-adjusted (across criteria) McNemar p below it."""
+    alpha = 1 - summary["settings"]["confidence"]
+    types = [s for s in summary.get("report_by_type") or []
+             if (s.get("difference") or {}).get("estimate") is not None and s["difference"]["estimate"] < 0
+             and s.get("pvalue_holm") is not None and s["pvalue_holm"] < alpha]
+    criteria = [c for c in summary.get("report_by_criterion") or []
+                if c.get("pvalue_holm") is not None and c["pvalue_holm"] < alpha
+                and c["best_passed"] < c["base_passed"]]
+    return {"types": types, "criteria": criteria}
 
 
 def _hacks(rows: Sequence[Mapping[str, Any]], judge: str) -> dict[str, Any]:
@@ -131,13 +200,18 @@ def build_summary(run_dir: Path, rows: Sequence[Mapping[str, Any]], *, monitor: 
     summary = {
         "metric": metric, "best": dict(best or {"step": selection["best_step"]}), "splits": dict(splits or {}),
         "report": comparisons, "report_by_type": _strata(rows, judges[0], metric, confidence, seed),
+        "report_by_criterion": criterion_table(rows, judges[0]),
         "hacking": _hacks(rows, judges[0]), "checkpoints_looked_at": m, "selection": selection,
         "ifeval": _ifeval(run_dir, ifeval, n_resamples, confidence, seed) if ifeval else None,
         "settings": {"bootstrap_resamples": n_resamples, "confidence": confidence, "seed": seed,
                      "difference": "best - base", "selection_adjustment": "holm",
-                     "ties": "identical completions, or scores within 1e-9; differences in exact arithmetic"},
+                     "ties": "identical completions, or scores within 1e-9; differences in exact arithmetic",
+                     "by_type_adjustment": "holm across types", "by_criterion_test": "exact McNemar, holm across "
+                                                                                     "criteria"},
         "meta": dict(meta or {}),
+        "environment": dict((meta or {}).get("environment") or {}),
     }
+    summary["regressions"] = regressions(summary)
     summary["headline"] = headline(summary)
     return summary
 
@@ -167,7 +241,8 @@ def headline(summary: Mapping[str, Any]) -> str:
             else "not distinguishable from zero"
         text += (f"On the {c['n']} held-out report prompts its mean {metric} went from {_fmt(c['base']['mean'])} "
                  f"to {_fmt(c['best']['mean'])} ({_signed(ci['estimate'])}, {level}% CI {_ci_bounds(ci)}, "
-                 f"Wilcoxon p = {_p(p)}: {verdict}; {c['improved']} better, {c['worse']} worse, {c['tied']} tied).")
+                 f"Wilcoxon p = {_p(p)}: {verdict}; {c['improved']} better, {c['worse']} worse, {c['tied']} tied)"
+                 f"{regression_clause(summary)}.")
     ifeval = summary.get("ifeval")
     if ifeval and "strict" in ifeval.get("overall", {}):
         lv = ifeval["overall"]["strict"]["prompt_level"]
@@ -182,6 +257,17 @@ def headline(summary: Mapping[str, Any]) -> str:
     if flags:
         text += " Caution, signs of reward hacking: " + "; ".join(flags) + "."
     return text
+
+
+def regression_clause(summary: Mapping[str, Any]) -> str:
+    """``", but bullets got worse: -0.344 [-0.52, -0.17] (Holm p 0.003)"`` for what :func:`regressions`
+    found (types first, then criteria), or ``""``."""
+    found = summary.get("regressions") or regressions(summary)
+    parts = [f"{s['benchmark']} got worse: {_signed(s['difference']['estimate'])} {_ci_bounds(s['difference'])} "
+             f"(Holm p {_p(s['pvalue_holm'])})" for s in found["types"]]
+    parts += [f"criterion {c['criterion']} got worse: passed {c['base_passed']}/{c['n']} -> "
+              f"{c['best_passed']}/{c['n']} (McNemar, Holm p {_p(c['pvalue_holm'])})" for c in found["criteria"]]
+    return ", but " + "; ".join(parts) if parts else ""
 
 
 # ------------------------------------------------------------------------------------------- IFEval
@@ -301,13 +387,41 @@ def _report_blocks(summary: Mapping[str, Any], plots: Mapping[str, str], B: Any)
             "coupling to that judge."))
     strata = summary.get("report_by_type") or []
     if strata:
-        blocks += [B.Heading(3, "Per instruction type (report split)"), B.Table(
-            ["type", "n", "base", "best", "difference", "better/worse/tied", "Wilcoxon p"],
+        blocks += [B.Heading(3, "Per instruction type (report split)"), B.Para(
+            f"Training judge; p (Holm): the Wilcoxon p-values adjusted across the {len(strata)} types."), B.Table(
+            ["type", "n", "base", "best", "difference", "better/worse/tied", "Wilcoxon p", "p (Holm)"],
             [[s["benchmark"], str(s["n"]), _fmt(s["base"]), _fmt(s["best"]), _ci_text(s["difference"], signed=True),
-              f"{s['improved']}/{s['worse']}/{s['tied']}", _p(s["pvalue"])] for s in strata])]
+              f"{s['improved']}/{s['worse']}/{s['tied']}", _p(s["pvalue"]), _p(s.get("pvalue_holm"))]
+             for s in strata])]
+    blocks += _criterion_blocks(summary, B)
     blocks += _hack_blocks(summary["hacking"], first["n"], B)
     blocks.append(B.Image(plots["scores"], "report-split score distributions, base vs best"))
     return blocks
+
+
+def _criterion_blocks(summary: Mapping[str, Any], B: Any) -> list[Any]:
+    table = summary.get("report_by_criterion") or []
+    if not table:
+        return []
+    alpha = 1 - summary["settings"]["confidence"]
+    moved = [c for c in table if c["pvalue_holm"] is not None and c["pvalue_holm"] < alpha and c["b"] != c["c"]]
+    drivers = ("Changed significantly after Holm: " + ", ".join(
+        f"{c['criterion']} {'up' if c['c'] > c['b'] else 'down'} ({c['base_passed']} -> {c['best_passed']} of "
+        f"{c['n']})" for c in moved) + ".") if moved else \
+        f"No criterion changed significantly after Holm (p < {alpha:g})."
+    return [B.Heading(3, "Per criterion (report split)"), B.Para(
+        "Which criteria drove the change: the training judge's verdict per criterion (checks and judged criteria "
+        "alike), pass rate base -> best over the prompts whose rubric has the criterion; a penalty passes when its "
+        "flaw is absent. b = passed by base only, c = by best only; exact McNemar on b vs c, Holm across the "
+        f"{len(table)} criteria; identical completions count as the same verdict. {drivers}"),
+        B.Table(["criterion", "kind", "n", "base pass", "best pass", "b/c", "McNemar p", "p (Holm)"],
+                [[c["criterion"], str(c["kind"] or "n/a"), str(c["n"]), _rate(c["base_passed"], c["n"]),
+                  _rate(c["best_passed"], c["n"]), "n/a" if c["b"] is None else f"{c['b']}/{c['c']}",
+                  _p(c["pvalue"]), _p(c["pvalue_holm"])] for c in table])]
+
+
+def _rate(k: int, n: int) -> str:
+    return "n/a" if not n else f"{k}/{n} ({100 * k / n:.0f}%)"
 
 
 def _hack_blocks(h: Mapping[str, Any], n: int, B: Any) -> list[Any]:
@@ -359,6 +473,20 @@ def _selection_blocks(summary: Mapping[str, Any], monitor: Sequence[Mapping[str,
     if "monitor" in plots:
         blocks.append(B.Image(plots["monitor"], "selection score and length against step"))
     return blocks
+
+
+def environment_line(env: Mapping[str, Any]) -> str:
+    """The run's conditions in one line: seed, torch threads, dtype and bfloat16 kernels, CPU, versions."""
+    kernels = env.get("bf16_kernels_used")
+    bf16 = "n/a" if kernels is None else ("used" if kernels else "not used") + (
+        "" if env.get("bf16_kernels_available") is None else
+        f", {'available' if env['bf16_kernels_available'] else 'not available'} on this CPU")
+    versions = ", ".join(f"{k} {v}" for k, v in (env.get("versions") or {}).items())
+    return ("Run: " + (f"seed {env['seed']}; " if "seed" in env else "")
+            + f"torch threads {env.get('torch_threads', 'n/a')}; dtype "
+            f"{env.get('dtype', 'n/a')}" + (" with bf16 autocast" if env.get("bf16_autocast") else "")
+            + f" (bfloat16 kernels {bf16}); CPU {env.get('cpu') or 'n/a'}" + (f"; {versions}" if versions else "")
+            + ".")
 
 
 def _facts(summary: Mapping[str, Any]) -> str:
@@ -414,8 +542,10 @@ def write_summary(run_dir: str | Path, *, report_rows: Sequence[Mapping[str, Any
                                                                     if k != "modes"}}
     write_atomic(out / "summary.json", json.dumps(jsonable(saved), indent=2, ensure_ascii=False,
                                                    allow_nan=False) + "\n")
-    blocks: list[Any] = [B.Heading(1, "Rubric-reward training: summary"), B.Para(summary["headline"]),
-                         B.Para(_facts(summary))]
+    blocks: list[Any] = [B.Heading(1, "Rubric-reward training: summary"), B.Para(summary["headline"])]
+    if summary["environment"]:
+        blocks.append(B.Para(environment_line(summary["environment"])))
+    blocks.append(B.Para(_facts(summary)))
     blocks += _report_blocks(summary, plots, B)
     blocks += _selection_blocks(summary, monitor, plots, B)
     if ifeval_data is not None:
@@ -456,6 +586,175 @@ def rebuild_summary(run_dir: str | Path, *, n_resamples: int | None = None) -> P
                          n_resamples=n_resamples or settings.get("bootstrap_resamples", 2000),
                          confidence=settings.get("confidence", 0.95), seed=settings.get("seed", 0),
                          looked_at=previous.get("checkpoints_looked_at"), meta=previous.get("meta"))
+
+
+# ------------------------------------------------------------------------------------------- seed sweeps
+SEEDS_FILE = "seeds_summary"
+
+
+def seed_result(run_dir: str | Path) -> dict[str, Any]:
+    """One seed's row of a seed sweep, recomputed from its ``report_completions.jsonl`` (the training judge, with
+    the statistics' settings and the environment its ``summary.json`` recorded; no number is read from the
+    summary's text): the report split's difference with its interval and Wilcoxon p, better/worse/tied, perfect
+    counts, the worst instruction type, what got significantly worse (:func:`regressions`) and the
+    reward-hacking flags."""
+    out = Path(run_dir)
+    rows = read_report_rows(out / REPORT_FILE)
+    previous = json.loads((out / "summary.json").read_text(encoding="utf-8")) \
+        if (out / "summary.json").is_file() else {}
+    settings = previous.get("settings") or {}
+    metric, confidence = previous.get("metric", "score"), settings.get("confidence", 0.95)
+    n_resamples, seed = settings.get("bootstrap_resamples", 2000), settings.get("seed", 0)
+    judge = _judges(rows)[0]
+    c = _judge_comparison(rows, judge, metric, n_resamples, confidence, seed)
+    strata = _strata(rows, judge, metric, confidence, seed)
+    part = {"settings": {"confidence": confidence}, "report_by_type": strata,
+            "report_by_criterion": criterion_table(rows, judge)}
+    found = regressions(part)
+    scored = [s for s in strata if (s["difference"] or {}).get("estimate") is not None]
+    worst = min(scored, key=lambda s: s["difference"]["estimate"], default=None)
+    env = previous.get("environment") or (previous.get("meta") or {}).get("environment") or {}
+    import hashlib
+
+    ids = [str(r.get("id")) for r in rows]
+    return {"run_dir": str(out), "seed": env.get("seed", settings.get("seed")), "judge": judge, "metric": metric,
+            "n": c["n"], "pairs": c["pairs"], "base_mean": c["base"]["mean"], "best_mean": c["best"]["mean"],
+            "difference": c["difference"], "pvalue": (c["wilcoxon"] or {}).get("pvalue"),
+            "improved": c["improved"], "worse": c["worse"], "tied": c["tied"],
+            "perfect": {"base": c["base"].get("perfect"), "best": c["best"].get("perfect")},
+            "worst_type": None if worst is None else {"benchmark": worst["benchmark"],
+                                                      "difference": worst["difference"]["estimate"],
+                                                      "pvalue_holm": worst["pvalue_holm"]},
+            "by_type": {s["benchmark"]: (s["difference"] or {}).get("estimate") for s in strata},
+            "regressions": [s["benchmark"] for s in found["types"]] + [f"criterion {x['criterion']}"
+                                                                       for x in found["criteria"]],
+            "hacking_flags": _hacks(rows, judge)["flags"], "best_step": (previous.get("best") or {}).get("step"),
+            "environment": env, "report_ids_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest(),
+            "settings": {"bootstrap_resamples": n_resamples, "confidence": confidence, "seed": seed}}
+
+
+def pool_seed_results(results: Sequence[Mapping[str, Any]], *, confidence: float = 0.95,
+                      significant_p: float | None = None) -> dict[str, Any]:
+    """The pooled row of a seed sweep (:func:`~.comparison.pool_seeds` over the seeds' mean differences), the
+    number of seeds significant on their own (Wilcoxon p below ``significant_p``, 0.01, and the interval above
+    0), every seed on the same report prompts or not, and per instruction type the mean of the seeds'
+    differences."""
+    from .comparison import SIGNIFICANT_P, pool_seeds
+
+    cut = SIGNIFICANT_P if significant_p is None else significant_p
+    pooled = pool_seeds([(r.get("difference") or {}).get("estimate") for r in results], confidence=confidence)
+    significant = [r["seed"] for r in results if r.get("pvalue") is not None and r["pvalue"] < cut
+                   and (r.get("difference") or {}).get("low") is not None and r["difference"]["low"] > 0]
+    types: dict[str, list[float]] = {}
+    for r in results:
+        for name, value in (r.get("by_type") or {}).items():
+            if value is not None:
+                types.setdefault(name, []).append(value)
+    by_type = {name: {"mean": sum(v) / len(v), "seeds": len(v), "min": min(v), "max": max(v)}
+               for name, v in sorted(types.items())}
+    return {**pooled, "seeds": [r["seed"] for r in results], "significant_p": cut,
+            "significant_seeds": significant, "significant": len(significant),
+            "worse_seeds": [r["seed"] for r in results if (r.get("difference") or {}).get("high") is not None
+                            and r["difference"]["high"] < 0],
+            "same_report_prompts": len({r.get("report_ids_sha256") for r in results}) <= 1,
+            "by_type": by_type,
+            "worst_type": min(by_type, key=lambda k: by_type[k]["mean"]) if by_type else None,
+            "seeds_with_regressions": [r["seed"] for r in results if r.get("regressions")],
+            "seeds_with_hacking_flags": [r["seed"] for r in results if r.get("hacking_flags")]}
+
+
+def _mb(kib: Any) -> str:
+    return "n/a" if not isinstance(kib, int | float) else f"{kib / 1024 / 1024:.2f} GB"
+
+
+def _duration(seconds: Any) -> str:
+    if not isinstance(seconds, int | float):
+        return "n/a"
+    return f"{int(seconds // 60)} min {seconds % 60:.0f} s" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def seeds_markdown(data: Mapping[str, Any]) -> str:
+    """``seeds_summary.md`` from ``seeds_summary.json``'s content (:func:`write_seeds_summary`)."""
+    from ... import evaluation as B
+
+    pooled, results = data["pooled"], data["seeds"]
+    level = int(round(100 * pooled["confidence"]))
+    ci = pooled.get("ci") or {}
+    worst = pooled.get("worst_type")
+    text = (f"Over {pooled['n']} seeds ({', '.join(str(s) for s in pooled['seeds'])}) the report-split gain "
+            f"(best - base, mean over seeds) is {_signed(pooled['mean'])} ({level}% t-interval over seed means "
+            f"{_ci_bounds(ci) if ci else '[n/a]'}, t-test p = {_p(pooled['pvalue'])}; seed means from "
+            f"{_signed(pooled['min'])} to {_signed(pooled['max'])}); {pooled['significant']} of {pooled['n']} "
+            f"seeds are significant on their own (Wilcoxon p < {pooled['significant_p']:g} with the interval above "
+            f"0)" + (f"; {len(pooled['worse_seeds'])} got significantly worse" if pooled["worse_seeds"] else "")
+            + (f"; worst type over seeds: {worst} ({_signed(pooled['by_type'][worst]['mean'])})" if worst else "")
+            + ".")
+    if not pooled["same_report_prompts"]:
+        text += " Caution: the seeds were not reported on the same prompts."
+    if pooled["seeds_with_hacking_flags"]:
+        text += (" Reward-hacking indicators fired for seed(s) "
+                 + ", ".join(str(s) for s in pooled["seeds_with_hacking_flags"]) + ".")
+    rows = []
+    for r in results:
+        env = r.get("environment") or {}
+        worst_r = r.get("worst_type") or {}
+        rows.append([str(r["seed"]), _ci_text(r["difference"], signed=True), _p(r["pvalue"]),
+                     f"{r['improved']}/{r['worse']}/{r['tied']}",
+                     f"{r['perfect']['base']}/{r['n']} -> {r['perfect']['best']}/{r['n']}",
+                     (f"{worst_r['benchmark']} {_signed(worst_r['difference'])}" if worst_r else "n/a"),
+                     ", ".join(r["regressions"]) or "none", "; ".join(r["hacking_flags"]) or "none",
+                     "final" if r.get("best_step") is None else str(r["best_step"]), _duration(r.get("wall_s")),
+                     _mb(r.get("peak_rss_kib")),
+                     str(env.get("torch_threads", "n/a"))])
+    rows.append(["pooled", _ci_text(ci, signed=True) if ci else "n/a", _p(pooled["pvalue"]),
+                 f"{sum(r['improved'] for r in results)}/{sum(r['worse'] for r in results)}/"
+                 f"{sum(r['tied'] for r in results)}", "", worst or "n/a", "", "",
+                 "", _duration(None if any(r.get("wall_s") is None for r in results)
+                               else sum(r["wall_s"] for r in results)),
+                 _mb(max((r["peak_rss_kib"] for r in results if r.get("peak_rss_kib")), default=None)), ""])
+    envs = {environment_line({k: v for k, v in (r.get("environment") or {}).items() if k != "seed"})
+            for r in results if r.get("environment")}
+    blocks = [B.Heading(1, "Seed sweep: summary"), B.Para(text),
+              B.Para(f"Recipe: `{data.get('command', 'n/a')}`; runs in {data.get('root', 'n/a')}/seed_S."),
+              B.Table(["seed", "difference", "Wilcoxon p", "better/worse/tied", "perfect", "worst type",
+                       "worse (Holm)", "hacking flags", "best step", "wall", "peak RSS", "threads"], rows),
+              B.Para("Every number is recomputed from each seed's `report_completions.jsonl` with the settings its "
+                     "summary.json recorded (training judge; difference = best - base over prompts both scored, "
+                     "identical completions tied; paired bootstrap interval; Wilcoxon signed-rank). Pooled: the "
+                     "mean of the seed means with a Student t-interval over them (n - 1 degrees of freedom) and a "
+                     "one-sample t-test of mean 0: the seeds are the replicates, the report prompts the same for "
+                     "all, so it speaks for the recipe's seed-to-seed variation on these prompts. Wall and peak RSS: "
+                     "the seed's whole training process (os.wait4), pooled = total and maximum. 'worse (Holm)': "
+                     "instruction types and criteria significantly worse after Holm.")]
+    if pooled["by_type"]:
+        blocks += [B.Heading(2, "Per instruction type, over seeds"),
+                   B.Table(["type", "mean difference", "min", "max", "seeds"],
+                           [[k, _signed(v["mean"]), _signed(v["min"]), _signed(v["max"]), str(v["seeds"])]
+                            for k, v in pooled["by_type"].items()])]
+    if envs:
+        blocks += [B.Heading(2, "Environment"), B.Para(" ".join(sorted(envs))
+                                                       + ("" if len(envs) == 1 else " (differs between seeds)"))]
+    return B.render_markdown(blocks)
+
+
+def write_seeds_summary(root: str | Path, results: Sequence[Mapping[str, Any]], *, command: str | None = None,
+                        confidence: float | None = None) -> Path:
+    """Write ``seeds_summary.json`` and ``seeds_summary.md`` in ``root`` (the sweep's folder): the per-seed
+    rows (:func:`seed_result`, plus ``wall_s`` / ``peak_rss_kib`` when measured) and the pooled result
+    (:func:`pool_seed_results`); return the Markdown path."""
+    from ...journal import write_atomic
+
+    out = Path(root)
+    out.mkdir(parents=True, exist_ok=True)
+    results = [dict(r) for r in results]
+    level = confidence if confidence is not None else \
+        next((r["settings"]["confidence"] for r in results if r.get("settings")), 0.95)
+    data = {"root": str(out), "command": command, "seeds": results,
+            "pooled": pool_seed_results(results, confidence=level)}
+    write_atomic(out / f"{SEEDS_FILE}.json", json.dumps(jsonable(data), indent=2, ensure_ascii=False,
+                                                        allow_nan=False) + "\n")
+    write_atomic(out / f"{SEEDS_FILE}.md", seeds_markdown(data))
+    return out / f"{SEEDS_FILE}.md"
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
