@@ -13,10 +13,10 @@ from ..models import DEFAULT_LOCAL_MODEL
 __all__ = ["ANSWER", "CALLS", "OPERATIONAL", "JudgeConfig", "judge_fields", "load_judges"]
 
 _BACKENDS = ("auto", "http", "litellm", "transformers", "vllm")
-_LIMIT_SCOPES = ("world", "process", "shared")
+_LIMIT_SCOPES = ("auto", "world", "process", "shared")
 _MODES = ("per_criterion", "per_item", "group")
 _NUMBERS = ("temperature", "top_p", "timeout_s", "backoff_base_s", "backoff_max_s", "call_deadline_s",
-            "batch_deadline_s", "breaker_cooldown_s", "input_cost_per_token", "output_cost_per_token", "weight")
+            "batch_deadline_s", "breaker_cooldown_s", "replica_load_factor", "input_cost_per_token", "output_cost_per_token", "weight")
 
 # What a JudgeConfig field changes, declared once on the field itself. The reply-cache key, the judge
 # fingerprint and the run fingerprint read these (see judge_fields); a field without one fails a test.
@@ -43,9 +43,9 @@ class JudgeConfig:
 
     Limits (``max_concurrency``, ``rpm``, ``tpm``) belong to the endpoint (base URL + model) and are
     shared by every judge of the process that points at it; ``limit_scope`` says how processes
-    share them: ``"world"`` gives each rank ``limit / WORLD_SIZE``, ``"process"`` gives every process
-    the full limits, ``"shared"`` coordinates the processes of one machine through lock files.
-    ``replica_concurrency`` caps requests in flight per base URL. Retries: ``max_retries`` extra
+    share them (by default every process of the machine that calls a remote judge holds one cap).
+    Several base URLs are replicas of one model: a response's calls stay on one replica within
+    ``replica_load_factor``; ``replica_concurrency`` caps requests in flight per base URL. Retries: ``max_retries`` extra
     attempts with exponential backoff from ``backoff_base_s`` up to ``backoff_max_s`` (Retry-After
     is honoured up to that cap); ``timeout_s`` bounds one attempt, ``call_deadline_s`` one logical
     call with all its retries, ``batch_deadline_s`` every call of one batch.
@@ -84,7 +84,20 @@ class JudgeConfig:
     replica_concurrency: int | None = field(default=None, metadata=OPERATIONAL)
     breaker_failures: int = field(default=3, metadata=OPERATIONAL)
     breaker_cooldown_s: float = field(default=10.0, metadata=OPERATIONAL)
-    limit_scope: str = field(default="world", metadata=OPERATIONAL)
+    replica_load_factor: float = field(default=1.25, metadata={**OPERATIONAL, "help": (
+        "Load bound of prefix-affinity routing over several base URLs: a response's calls go to the replica "
+        "its key ranks first unless that replica has more than this factor x the pool's mean calls in "
+        "flight; then they spill to the next (counted as spills). >= 1; larger keeps more affinity, 1 "
+        "balances hardest.")})
+    limit_scope: str = field(default="auto", metadata={**OPERATIONAL, "help": (
+        "How processes share max_concurrency, rpm and tpm. 'auto': a judge reached over the network "
+        "(http, litellm) is shared by every process of the machine that calls it (accelerate ranks, "
+        "verl's Ray reward workers, a process pool, services) through lock files; a local one (transformers, "
+        "in-process vLLM) is per process. 'shared': the machine's processes share it whatever the "
+        "backend. 'world': each rank takes limit / WORLD_SIZE, no coordination. 'process': every process "
+        "gets the full limits. With WORLD_SIZE and LOCAL_WORLD_SIZE set (torchrun, accelerate on several "
+        "nodes) a shared limit is the node's share, limit x LOCAL_WORLD_SIZE / WORLD_SIZE; across nodes "
+        "otherwise, point every worker at one `rubric-reward serve` (docs/scaling.md).")})
     input_cost_per_token: float | None = field(default=None, metadata=OPERATIONAL)
     output_cost_per_token: float | None = field(default=None, metadata=OPERATIONAL)
 
@@ -150,6 +163,8 @@ class JudgeConfig:
         for name in ("backoff_base_s", "backoff_max_s", "breaker_cooldown_s"):
             if getattr(self, name) < 0:
                 raise bad(name, f"must be >= 0, got {getattr(self, name)}")
+        if not 1.0 <= self.replica_load_factor <= 100.0:
+            raise bad("replica_load_factor", f"must be in [1, 100], got {self.replica_load_factor}")
         for name in ("call_deadline_s", "batch_deadline_s"):
             v = getattr(self, name)
             if v is not None and v <= 0:
