@@ -84,7 +84,7 @@ class JudgeConfig:
     replica_concurrency: int | None = field(default=None, metadata=OPERATIONAL)
     breaker_failures: int = field(default=3, metadata=OPERATIONAL)
     breaker_cooldown_s: float = field(default=10.0, metadata=OPERATIONAL)
-    replica_load_factor: float = field(default=1.25, metadata={**OPERATIONAL, "help": (
+    replica_load_factor: float = field(default=2.0, metadata={**OPERATIONAL, "help": (
         "Load bound of prefix-affinity routing over several base URLs: a response's calls go to the replica "
         "its key ranks first unless that replica has more than this factor x the pool's mean calls in "
         "flight; then they spill to the next (counted as spills). >= 1; larger keeps more affinity, 1 "

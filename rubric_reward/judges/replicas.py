@@ -70,7 +70,7 @@ class _Replica:
 
 class Replicas:
     def __init__(self, urls: list[Any], *, per_replica: int | None = None, failures: int = 3,
-                 cooldown_s: float = 10.0, load_factor: float = 1.25):
+                 cooldown_s: float = 10.0, load_factor: float = 2.0):
         self.urls = urls
         self.per_replica = per_replica
         self.failures = failures
