@@ -23,6 +23,8 @@ _WORD = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
 def fold(text: str, *, keep_case: bool = False) -> str:
     """``text`` in compatibility form, case folded (unless ``keep_case``), without format characters
     or combining marks."""
+    if text.isascii():  # no compatibility forms, format characters or marks in ASCII: only the case folds
+        return text if keep_case else text.lower()
     text = unicodedata.normalize("NFKC", text)
     text = unicodedata.normalize("NFKD", text if keep_case else text.casefold())
     return "".join(ch for ch in text if unicodedata.category(ch) not in ("Cf", "Mn", "Me"))
@@ -41,6 +43,7 @@ def scan(text: str, *, keep_case: bool = False) -> tuple[Words, tuple[str, ...]]
     return tuple(found), tuple(seps)
 
 
+@functools.lru_cache(maxsize=256)
 def words(text: str, *, keep_case: bool = False) -> Words:
-    """The folded words of ``text``."""
-    return scan(text, keep_case=keep_case)[0]
+    """The folded words of ``text`` (what :func:`scan` gives first, without the separators)."""
+    return tuple(_WORD.findall(fold(text, keep_case=keep_case)))

@@ -80,7 +80,7 @@ class Replicas:
         self._lock = threading.Lock()
         self._total = 0  # calls in flight over the pool
         self._placed: dict[int, list[int]] = {}  # key hash -> [replica, calls in flight, first choice]
-        self._trivial = len(urls) == 1 and per_replica is None
+        self.trivial = len(urls) == 1 and per_replica is None  # one URL, no cap: nothing to route or count
 
     # ------------------------------------------------------------------ routing
     def ranking(self, h: int) -> list[int]:
@@ -141,7 +141,7 @@ class Replicas:
     async def acquire(self, timeout: float | None = None, key: int = 0) -> int | None:
         """The index of the replica for a call with key hash ``key``; None if every replica stays full
         past ``timeout``. Pass the same ``key`` to :meth:`release`."""
-        if self._trivial:
+        if self.trivial:
             return 0
         with self._lock:
             i = self._pick(key)
@@ -161,7 +161,7 @@ class Replicas:
 
     def release(self, i: int, ok: bool | None, key: int = 0) -> None:
         """Report the attempt: ``ok`` True (success), False (replica failure) or None (neither)."""
-        if self._trivial:
+        if self.trivial:
             return
         with self._lock:
             r = self._state[i]
