@@ -18,6 +18,7 @@ Words = tuple[str, ...]
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _WORD = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")  # the same words in ASCII text (no CJK there; \w is [A-Za-z0-9_])
 
 
 def fold(text: str, *, keep_case: bool = False) -> str:
@@ -46,4 +47,6 @@ def scan(text: str, *, keep_case: bool = False) -> tuple[Words, tuple[str, ...]]
 @functools.lru_cache(maxsize=256)
 def words(text: str, *, keep_case: bool = False) -> Words:
     """The folded words of ``text`` (what :func:`scan` gives first, without the separators)."""
+    if text.isascii():
+        return tuple(_ASCII_WORD.findall(text if keep_case else text.lower()))
     return tuple(_WORD.findall(fold(text, keep_case=keep_case)))

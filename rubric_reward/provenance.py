@@ -121,33 +121,20 @@ def _near(reason: Words, label: Words, said: Words) -> bool:
     :data:`_GAP` words apart."""
     if not reason or not label:
         return False
-    labels = [j for j in _positions(said).get(label[0], ()) if said[j:j + len(label)] == label]
+    if label[0] not in _vocabulary(said):  # the usual case: the label is not a word of the response
+        return False
+    labels = [j for j in range(len(said) - len(label) + 1) if said[j:j + len(label)] == label]
     if not labels:
         return False
-    folded, folded_at = _folded(said)
-    n = len(reason)
-    for i in folded_at.get(reason[0], ()):
-        if folded[i:i + n] == reason:
+    folded, n = tuple(w.casefold() for w in said), len(reason)
+    for i in range(len(said) - n + 1):
+        if folded[i] == reason[0] and folded[i:i + n] == reason:
             if any(i + n <= j <= i + n + _GAP or i - _GAP <= j + len(label) <= i for j in labels):
                 return True
     return False
 
 
-def _where(ws: Words) -> dict[str, list[int]]:
-    at: dict[str, list[int]] = {}
-    for j, w in enumerate(ws):
-        at.setdefault(w, []).append(j)
-    return at
-
-
 @functools.lru_cache(maxsize=64)
-def _positions(said: Words) -> dict[str, list[int]]:
-    """Where each word of ``said`` occurs: one response's calls look its labels up instead of rescanning it."""
-    return _where(said)
-
-
-@functools.lru_cache(maxsize=64)
-def _folded(said: Words) -> tuple[Words, dict[str, list[int]]]:
-    """``said`` case folded, and where each folded word occurs."""
-    folded = tuple(w.casefold() for w in said)
-    return folded, _where(folded)
+def _vocabulary(said: Words) -> frozenset[str]:
+    """The distinct words of ``said``: one response's calls test their label against it, not rescan it."""
+    return frozenset(said)
