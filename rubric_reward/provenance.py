@@ -46,14 +46,19 @@ def quoted_from(verdict: Mapping[str, Any], response: str) -> bool:
     """Whether the verdict object ``verdict`` (``{"reason", "verdict"}``) occurs in ``response``."""
     if not response:
         return False
-    mine = frozenset(_field(k, v) for k, v in verdict.items())
-    if any(mine <= record for record in _records(response)):
-        return True
+    records = _records(response)
+    if records:
+        mine = frozenset(_field(k, v) for k, v in verdict.items())
+        if any(mine <= record for record in records):
+            return True
     reason, label = verdict.get("reason"), verdict.get("verdict")
     if not (isinstance(reason, str) and isinstance(label, str)):
         return False
     # the label keeps its case: "met" is an English word, "MET" a label copied as written
-    return _near(words(reason), words(label, keep_case=True), words(response, keep_case=True))
+    label_words = words(label, keep_case=True)
+    if not label_words or label_words[0] not in _vocabulary(response):  # the usual case: not a word of it
+        return False
+    return _near(words(reason), label_words, words(response, keep_case=True))
 
 
 def _field(key: Any, value: Any) -> Field:
@@ -88,6 +93,8 @@ def _variants(text: str) -> set[str]:
 @functools.lru_cache(maxsize=64)
 def _records(response: str) -> frozenset[frozenset[Field]]:
     """The fields of every JSON object in ``response``, at any depth and in every variant."""
+    if "{" not in response and "&" not in response:  # no variant can hold an object (only HTML escapes make a "{")
+        return frozenset()
     out: set[frozenset[Field]] = set()
     for text in _variants(response):
         _collect(text, out, 0)
@@ -121,8 +128,6 @@ def _near(reason: Words, label: Words, said: Words) -> bool:
     :data:`_GAP` words apart."""
     if not reason or not label:
         return False
-    if label[0] not in _vocabulary(said):  # the usual case: the label is not a word of the response
-        return False
     labels = [j for j in range(len(said) - len(label) + 1) if said[j:j + len(label)] == label]
     if not labels:
         return False
@@ -135,6 +140,6 @@ def _near(reason: Words, label: Words, said: Words) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def _vocabulary(said: Words) -> frozenset[str]:
-    """The distinct words of ``said``: one response's calls test their label against it, not rescan it."""
-    return frozenset(said)
+def _vocabulary(response: str) -> frozenset[str]:
+    """The distinct words of ``response`` (case kept): one response's calls test their label against it."""
+    return frozenset(words(response, keep_case=True))
