@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> None:
           "| calls per replica | wall s | wall / ideal |")
     print("|---|---|---|---|---|---|---|---|---|")
     for factor, rep, r in rows:
-        print(f"| {factor:g} | {rep + 1} | {r['together']:.3f} | {r['affine']:.3f} | {r['balance']:.2f} | {r['spills']} "
+        print(f"| {factor:g} | {rep + 1} | {r['together']:.3f} | {r['affine']:.3f} | {r['balance']:.2f} "
+              f"| {r['spills']} "
               f"| {'/'.join(map(str, r['calls']))} | {r['wall']:.2f} | {r['wall'] / ideal:.2f}x |")
 
     overhead = slot_overhead()

@@ -16,7 +16,8 @@ _BACKENDS = ("auto", "http", "litellm", "transformers", "vllm")
 _LIMIT_SCOPES = ("auto", "world", "process", "shared")
 _MODES = ("per_criterion", "per_item", "group")
 _NUMBERS = ("temperature", "top_p", "timeout_s", "backoff_base_s", "backoff_max_s", "call_deadline_s",
-            "batch_deadline_s", "breaker_cooldown_s", "replica_load_factor", "input_cost_per_token", "output_cost_per_token", "weight")
+            "batch_deadline_s", "breaker_cooldown_s", "replica_load_factor", "input_cost_per_token",
+            "output_cost_per_token", "weight")
 
 # What a JudgeConfig field changes, declared once on the field itself. The reply-cache key, the judge
 # fingerprint and the run fingerprint read these (see judge_fields); a field without one fails a test.
@@ -45,10 +46,10 @@ class JudgeConfig:
     shared by every judge of the process that points at it; ``limit_scope`` says how processes
     share them (by default every process of the machine that calls a remote judge holds one cap).
     Several base URLs are replicas of one model: a response's calls stay on one replica within
-    ``replica_load_factor``; ``replica_concurrency`` caps requests in flight per base URL. Retries: ``max_retries`` extra
-    attempts with exponential backoff from ``backoff_base_s`` up to ``backoff_max_s`` (Retry-After
-    is honoured up to that cap); ``timeout_s`` bounds one attempt, ``call_deadline_s`` one logical
-    call with all its retries, ``batch_deadline_s`` every call of one batch.
+    ``replica_load_factor``; ``replica_concurrency`` caps requests in flight per base URL.
+    Retries: ``max_retries`` extra attempts with exponential backoff from ``backoff_base_s`` up to
+    ``backoff_max_s`` (Retry-After is honoured up to that cap); ``timeout_s`` bounds one attempt,
+    ``call_deadline_s`` one logical call with all its retries, ``batch_deadline_s`` every call of one batch.
     """
 
     model: str = field(metadata=ANSWER)

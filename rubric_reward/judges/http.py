@@ -67,7 +67,8 @@ class OpenAIHTTPBackend:
         self.name = config.name
         self.replicas = Replicas(
             [f"{u}/chat/completions" for u in config.base_urls], per_replica=config.replica_concurrency,
-            failures=config.breaker_failures, cooldown_s=config.breaker_cooldown_s, load_factor=config.replica_load_factor,
+            failures=config.breaker_failures, cooldown_s=config.breaker_cooldown_s,
+            load_factor=config.replica_load_factor,
         )
         self._pricing = Pricing(config)
         self._sessions = LoopSessions(self._new_session)
