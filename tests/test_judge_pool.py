@@ -172,6 +172,7 @@ def test_processes_that_are_not_ranks_share_one_cap(tmp_path):
             _, err = p.communicate(timeout=90)
             assert p.returncode == 0, err
         assert srv.requests == 120
+        print(f"4 processes, cap 5: peak {srv.max_in_flight} in flight")
         assert srv.max_in_flight <= 5  # 4 processes x max_concurrency 5 would be 20 without the shared cap
 
 
@@ -262,6 +263,7 @@ def test_ray_reward_workers_hold_one_cap(tmp_path):
             ray.shutdown()
         assert [len(s) for s in scores] == [10] * 4 and all(x == 1.0 for s in scores for x in s)
         assert srv.requests == 4 * 10 * 3
+        print(f"4 Ray reward workers, cap 4: peak {srv.max_in_flight} in flight")
         assert srv.max_in_flight <= 4, srv.max_in_flight  # 4 workers x 4 would be 16 without one cap
 
 
