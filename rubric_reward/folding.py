@@ -30,6 +30,7 @@ Words = tuple[str, ...]
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _WORD = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")  # the same words in ASCII text (no CJK there)
 # default-ignorable code points that are not format characters (Hangul fillers, Khmer inherent vowels ...)
 _IGNORABLE = frozenset("\u115f\u1160\u3164\uffa0\u17b4\u17b5\u180b\u180c\u180d\u180e\u2800")
 _SMALL_CAPITAL = re.compile(r"^LATIN LETTER SMALL CAPITAL ([A-Z])$")
@@ -96,6 +97,8 @@ def skeleton(text: str, *, keep_case: bool = False) -> str:
 
 def fold(text: str, *, keep_case: bool = False) -> str:
     """``text`` as compared: its :func:`skeleton`."""
+    if text.isascii():  # no confusables, compatibility forms, format characters or marks: only the case folds
+        return text if keep_case else text.lower()
     return skeleton(text, keep_case=keep_case)
 
 
@@ -112,8 +115,11 @@ def scan(text: str, *, keep_case: bool = False) -> tuple[Words, tuple[str, ...]]
     return tuple(found), tuple(seps)
 
 
+@functools.lru_cache(maxsize=256)
 def words(text: str, *, keep_case: bool = False) -> Words:
     """The folded words of ``text``."""
+    if text.isascii():
+        return tuple(_ASCII_WORD.findall(text if keep_case else text.lower()))
     return scan(text, keep_case=keep_case)[0]
 
 

@@ -197,7 +197,8 @@ class Grader:
         cfg = judge.config
         names = tuple(c.name for c in call.criteria)
         request = ChatRequest(call.messages, schema=call.schema, logprobs=cfg.logprobs,
-                              top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample)
+                              top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample,
+                              affinity=call.affinity)
         start = time.perf_counter()
         vetted = _Vetted(call) if judge.caches else None
         kw = {"accept": vetted} if vetted is not None else {}

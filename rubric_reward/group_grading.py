@@ -152,7 +152,8 @@ async def _run_group_call(judge: Any, call: GroupCall, sample: int, reask: bool,
     (display order), its verdicts on the call's criteria, and the call's record."""
     cfg = judge.config
     request = ChatRequest(call.messages, schema=call.schema, logprobs=cfg.logprobs,
-                          top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample)
+                          top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample,
+                          affinity=call.affinity)
     kw = {"accept": lambda reply: parse_group_reply(call, reply.text).complete} if getattr(judge, "caches", False) \
         else {}
     start = time.perf_counter()

@@ -98,6 +98,7 @@ class JudgeCall:
     keys: tuple[str, ...] | None
     option_orders: tuple[tuple[str, ...], ...]
     response: str = ""  # the response under judgment: verdict JSON quoted from it is never taken
+    affinity: str | None = None  # the prefix every call about this response shares (replica routing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +258,7 @@ def render_call(
             "additionalProperties": False,
         }
     messages = ({"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": shared + tail})
-    return JudgeCall(messages, schema, tuple(criteria), keys, orders, item.response)
+    return JudgeCall(messages, schema, tuple(criteria), keys, orders, item.response, shared)
 
 
 def template_hash() -> str:

@@ -46,14 +46,19 @@ def quoted_from(verdict: Mapping[str, Any], response: str) -> bool:
     """Whether the verdict object ``verdict`` (``{"reason", "verdict"}``) occurs in ``response``."""
     if not response:
         return False
-    mine = frozenset(_field(k, v) for k, v in verdict.items())
-    if any(mine <= record for record in _records(response)):
-        return True
+    records = _records(response)
+    if records:
+        mine = frozenset(_field(k, v) for k, v in verdict.items())
+        if any(mine <= record for record in records):
+            return True
     reason, label = verdict.get("reason"), verdict.get("verdict")
     if not (isinstance(reason, str) and isinstance(label, str)):
         return False
     # the label keeps its case: "met" is an English word, "MET" a label copied as written
-    return _near(words(reason), words(label, keep_case=True), words(response, keep_case=True))
+    label_words = words(label, keep_case=True)
+    if not label_words or label_words[0] not in _vocabulary(response):  # the usual case: not a word of it
+        return False
+    return _near(words(reason), label_words, words(response, keep_case=True))
 
 
 def _field(key: Any, value: Any) -> Field:
@@ -88,6 +93,8 @@ def _variants(text: str) -> set[str]:
 @functools.lru_cache(maxsize=64)
 def _records(response: str) -> frozenset[frozenset[Field]]:
     """The fields of every JSON object in ``response``, at any depth and in every variant."""
+    if "{" not in response and "&" not in response:  # no variant can hold an object (only HTML escapes make a "{")
+        return frozenset()
     out: set[frozenset[Field]] = set()
     for text in _variants(response):
         _collect(text, out, 0)
@@ -130,3 +137,9 @@ def _near(reason: Words, label: Words, said: Words) -> bool:
             if any(i + n <= j <= i + n + _GAP or i - _GAP <= j + len(label) <= i for j in labels):
                 return True
     return False
+
+
+@functools.lru_cache(maxsize=64)
+def _vocabulary(response: str) -> frozenset[str]:
+    """The distinct words of ``response`` (case kept): one response's calls test their label against it."""
+    return frozenset(words(response, keep_case=True))

@@ -39,8 +39,9 @@ def ask(judge, *requests):
 
 
 @pytest.fixture(autouse=True)
-def fresh_limiters():
-    """Each test gets its own endpoint limiters (the registry is process-wide)."""
+def fresh_limiters(monkeypatch, tmp_path_factory):
+    """Each test gets its own endpoint limiters (the registry is process-wide) and lock-file folder."""
+    monkeypatch.setenv("RUBRIC_REWARD_LIMIT_DIR", str(tmp_path_factory.mktemp("limits")))
     limits._REGISTRY.clear()
     yield
     limits._REGISTRY.clear()

@@ -6,12 +6,18 @@ the runner/cache/report tests), ``_clients_fixtures.py`` (judge-client tests), `
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rubric_reward.testing.judge_server import FaultPlan, JudgeServer, ScriptedJudge
+
+# judge limits are shared per machine through lock files (limit_scope: auto): a test session keeps its own,
+# apart from other sessions and runs on the machine (a test that needs another folder sets its own)
+os.environ.setdefault("RUBRIC_REWARD_LIMIT_DIR", tempfile.mkdtemp(prefix="rubric_reward_test_limits_"))
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ CHANGED = {
     "weight": 2.0, "max_concurrency": 3, "rpm": 10, "tpm": 1000, "timeout_s": 5.0, "max_retries": 1,
     "backoff_base_s": 0.1, "backoff_max_s": 1.0, "call_deadline_s": 9.0, "batch_deadline_s": 9.0,
     "replica_concurrency": 2, "breaker_failures": 9, "breaker_cooldown_s": 1.0, "limit_scope": "process",
+    "replica_load_factor": 2.0,
     "input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6,
 }
 
@@ -61,7 +62,7 @@ def test_operational_retry_and_breaker_settings_do_not_re_judge():
     """The fields added after the two hand-kept lists (backoff, deadlines, breakers, limit scope)."""
     base = JudgeConfig(model="judge")
     for name in ("backoff_base_s", "backoff_max_s", "call_deadline_s", "replica_concurrency", "breaker_failures",
-                 "breaker_cooldown_s", "limit_scope"):
+                 "breaker_cooldown_s", "limit_scope", "replica_load_factor"):
         changed = dataclasses.replace(base, **{name: CHANGED[name]})
         assert cache_key(base, REQUEST) == cache_key(changed, REQUEST), name
         assert judge_fingerprint(base) == judge_fingerprint(changed), name

@@ -517,10 +517,23 @@ def test_two_processes_share_one_rpm_limit(tmp_path):
 
 def test_world_share_divides_limits(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "4")
-    lim = endpoint_limiter(cfg("http://127.0.0.1:9/v1", max_concurrency=64, rpm=600, tpm=100_000))
+    lim = endpoint_limiter(cfg("http://127.0.0.1:9/v1", max_concurrency=64, rpm=600, tpm=100_000,
+                               limit_scope="world"))
     assert lim.slots.capacity == 16 and lim.rpm.per_minute == 150 and lim.tpm.per_minute == 25_000
     lim = endpoint_limiter(cfg("http://127.0.0.1:9/v1", max_concurrency=64, limit_scope="process"))
     assert lim.slots.capacity == 64
+
+
+def test_auto_scope_shares_a_remote_judge_per_machine_and_keeps_a_local_one_per_process(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "4")  # one machine, 4 ranks: the machine holds the whole cap
+    lim = endpoint_limiter(cfg("http://127.0.0.1:9/v1", max_concurrency=64, rpm=600))
+    assert lim.directory is not None and lim.slots.capacity == 64 and lim.rpm.per_minute == 600
+    limits_mod._REGISTRY.clear()
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # two machines of 2 ranks: each holds half
+    lim = endpoint_limiter(cfg("http://127.0.0.1:9/v1", max_concurrency=64, rpm=600))
+    assert lim.slots.capacity == 32 and lim.rpm.per_minute == 300
+    local = endpoint_limiter(JudgeConfig(model="Qwen/Qwen3-0.6B", backend="transformers", max_concurrency=8))
+    assert local.directory is None and local.slots.capacity == 8
 
 
 def test_backend_that_raises_is_reported_not_raised(sentinel_env, caplog):

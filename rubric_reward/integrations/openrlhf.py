@@ -7,8 +7,8 @@ samples are read and answered by the reward core (:mod:`rubric_reward.rewards.tr
 ``POST /openrlhf`` reads and answers them. Settings come from ``RUBRIC_REWARD_CONFIG`` (judge
 in-process) or ``RUBRIC_REWARD_URL`` (ask the service); see :mod:`rubric_reward.integrations.backend`.
 
-OpenRLHF v0.11 calls this once per sample inside every vLLM engine actor, so a judge's
-``max_concurrency`` applies per actor: ``limit_scope: shared`` shares it between the actors of one
+OpenRLHF v0.11 calls this once per sample inside every vLLM engine actor, each its own judge pool;
+the default ``limit_scope: auto`` shares a judge's ``max_concurrency`` between the actors of one
 machine, the service between all of them.
 """
 

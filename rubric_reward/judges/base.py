@@ -25,6 +25,9 @@ class ChatRequest:
     logprobs: bool = False
     top_logprobs: int = 0
     sample_index: int = 0  # distinguishes repeated samples of the same request (ensembles, caching)
+    # routing only (never in a cache key): requests with the same affinity go to the same replica of a pool
+    # (one response's criterion calls share their prompt prefix); None: the last message decides
+    affinity: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ __all__ = ["ANSWER", "CALLS", "OPERATIONAL", "JudgeConfig", "check_transformers_
            "load_judges"]
 
 _BACKENDS = ("auto", "http", "litellm", "transformers", "vllm")
-_LIMIT_SCOPES = ("world", "process", "shared")
+_LIMIT_SCOPES = ("auto", "world", "process", "shared")
 _MODES = ("per_criterion", "per_item", "group")
 # the transformers backend's engine_args (anything else there is a mistake, found when the config is read)
 TRANSFORMERS_ENGINE_KEYS = ("token_budget", "dtype")
@@ -46,12 +46,12 @@ class JudgeConfig:
 
     Limits (``max_concurrency``, ``rpm``, ``tpm``) belong to the endpoint (base URL + model) and are
     shared by every judge of the process that points at it; ``limit_scope`` says how processes
-    share them: ``"world"`` gives each rank ``limit / WORLD_SIZE``, ``"process"`` gives every process
-    the full limits, ``"shared"`` coordinates the processes of one machine through lock files.
-    ``replica_concurrency`` caps requests in flight per base URL. Retries: ``max_retries`` extra
-    attempts with exponential backoff from ``backoff_base_s`` up to ``backoff_max_s`` (Retry-After
-    is honoured up to that cap); ``timeout_s`` bounds one attempt, ``call_deadline_s`` one logical
-    call with all its retries, ``batch_deadline_s`` every call of one batch.
+    share them (by default every process of the machine that calls a remote judge holds one cap).
+    Several base URLs are replicas of one model: a response's calls stay on one replica within
+    ``replica_load_factor``; ``replica_concurrency`` caps requests in flight per base URL.
+    Retries: ``max_retries`` extra attempts with exponential backoff from ``backoff_base_s`` up to
+    ``backoff_max_s`` (Retry-After is honoured up to that cap); ``timeout_s`` bounds one attempt,
+    ``call_deadline_s`` one logical call with all its retries, ``batch_deadline_s`` every call of one batch.
     """
 
     model: str = field(metadata={**ANSWER, "help": "provider model string (litellm form) or the served model name"})
@@ -105,8 +105,20 @@ class JudgeConfig:
         **OPERATIONAL, "help": "failures in a row that open a replica's circuit breaker", "ge": 1})
     breaker_cooldown_s: float = field(default=10.0, metadata={
         **OPERATIONAL, "help": "how long an open breaker waits", "ge": 0})
-    limit_scope: str = field(default="world", metadata={
-        **OPERATIONAL, "help": "how processes share the limits", "choices": _LIMIT_SCOPES})
+    replica_load_factor: float = field(default=2.0, metadata={**OPERATIONAL, "ge": 1, "le": 100, "help": (
+        "Load bound of prefix-affinity routing over several base URLs: a response's calls go to the replica "
+        "its key ranks first unless that replica has more than this factor x the pool's mean calls in "
+        "flight; then they spill to the next (counted as spills). Larger keeps more affinity, 1 "
+        "balances hardest.")})
+    limit_scope: str = field(default="auto", metadata={**OPERATIONAL, "choices": _LIMIT_SCOPES, "help": (
+        "How processes share max_concurrency, rpm and tpm. 'auto': a judge reached over the network "
+        "(http, litellm) is shared by every process of the machine that calls it (accelerate ranks, "
+        "verl's Ray reward workers, a process pool, services) through lock files; a local one (transformers, "
+        "in-process vLLM) is per process. 'shared': the machine's processes share it whatever the "
+        "backend. 'world': each rank takes limit / WORLD_SIZE, no coordination. 'process': every process "
+        "gets the full limits. With WORLD_SIZE and LOCAL_WORLD_SIZE set (torchrun, accelerate on several "
+        "nodes) a shared limit is the node's share, limit x LOCAL_WORLD_SIZE / WORLD_SIZE; across nodes "
+        "otherwise, point every worker at one `rubric-reward serve` (docs/scaling.md).")})
     input_cost_per_token: float | None = field(default=None, metadata={
         **OPERATIONAL, "help": "price in USD per prompt token", "ge": 0})
     output_cost_per_token: float | None = field(default=None, metadata={

@@ -21,7 +21,7 @@ from ..results import ErrorKind, JudgeError, Usage
 from .base import ChatReply, ChatRequest, TokenLogprob
 from .config import JudgeConfig
 from .pricing import Pricing
-from .replicas import Replicas, all_busy_reply
+from .replicas import Replicas, affinity_hash, all_busy_reply
 from .retry import parse_retry_after
 
 __all__ = ["OpenAIHTTPBackend", "classify_status", "parse_chat_completion", "redact", "request_fields"]
@@ -68,6 +68,7 @@ class OpenAIHTTPBackend:
         self.replicas = Replicas(
             [f"{u}/chat/completions" for u in config.base_urls], per_replica=config.replica_concurrency,
             failures=config.breaker_failures, cooldown_s=config.breaker_cooldown_s,
+            load_factor=config.replica_load_factor,
         )
         self._pricing = Pricing(config)
         self._sessions = LoopSessions(self._new_session)
@@ -127,7 +128,8 @@ class OpenAIHTTPBackend:
 
         timeout = self.config.timeout_s if timeout_s is None else timeout_s
         start = time.perf_counter()
-        i = await self.replicas.acquire(timeout)
+        key = 0 if self.replicas.trivial else affinity_hash(request)
+        i = await self.replicas.acquire(timeout, key)
         if i is None:
             return all_busy_reply(timeout, start)
         url = self.replicas.urls[i]
@@ -157,7 +159,7 @@ class OpenAIHTTPBackend:
             return ChatReply(None, JudgeError(ErrorKind.CONNECTION, redact(f"{type(exc).__name__}: {exc}", self._key)),
                              latency_s=time.perf_counter() - start)
         finally:
-            self.replicas.release(i, ok)
+            self.replicas.release(i, ok, key)
         if reply.usage.prompt_tokens or reply.usage.completion_tokens:
             reply = _with_cost(reply, self._pricing.cost(reply.usage))
         return reply

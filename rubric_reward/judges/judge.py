@@ -63,6 +63,15 @@ class Judge:
     async def complete(self, request: ChatRequest, *, accept: Callable[[ChatReply], bool] | None = None) -> ChatReply:
         return await self.transport.complete(request, accept)
 
+    def pool_stats(self) -> dict[str, Any]:
+        """The endpoint's cap (this process's calls holding it, whether shared across processes) and, for a
+        pool of several base URLs, each replica's calls, in flight, affinity share, spills and failovers."""
+        slots = self.transport.limiter.slots
+        replicas = getattr(self.backend, "replicas", None)
+        return {"judge": self.name, "cap": slots.capacity, "cap_in_use": slots.in_use,
+                "cap_shared": self.transport.limiter.directory is not None,
+                "replicas": replicas.stats() if replicas is not None and len(replicas.urls) > 1 else []}
+
     async def aclose(self) -> None:
         await self.backend.aclose()
 

@@ -11,13 +11,20 @@ any 60-second window holds at most ``rpm`` requests, as the server counts them: 
 61 seconds, so delivery jitter up to a second cannot push a window over. Tokens are reserved before a request from an
 estimate (prompt characters / 4 + ``max_tokens``) and settled against the reported usage after it.
 
-Several processes (``accelerate launch``), by ``JudgeConfig.limit_scope``:
+Several processes, by ``JudgeConfig.limit_scope`` (:func:`resolved_scope`):
 
-* ``"world"`` (default): each rank takes its share, ``limit / WORLD_SIZE`` (concurrency at least 1).
+* ``"shared"``: the processes of one machine share the limits through lock files in
+  ``$RUBRIC_REWARD_LIMIT_DIR`` (default: a per-endpoint folder under the temp dir), whoever started
+  them: accelerate ranks, verl's Ray reward workers, a process pool, several services. Concurrency is
+  ``capacity`` slot files, each attempt in flight holding an ``flock`` on one (:class:`_FileSlots`);
+  rates are one GCRA schedule in a file. With ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` set (torchrun,
+  accelerate across nodes) the machine holds its share, ``limit x LOCAL_WORLD_SIZE / WORLD_SIZE``.
+  Across nodes without them, one ``rubric-reward serve`` that every worker calls holds the cap.
+* ``"auto"`` (default): ``"shared"`` for a judge reached over the network (http, litellm), ``"process"``
+  for a local model (transformers, in-process vLLM, a scripted test judge): its limits are the process's own.
+* ``"world"``: each rank takes its share, ``limit / WORLD_SIZE`` (concurrency at least 1).
   No coordination, works across machines; a rank cannot borrow an idle rank's share.
 * ``"process"``: every process gets the full limits.
-* ``"shared"``: the processes of one machine share the limits through lock files in
-  ``$RUBRIC_REWARD_LIMIT_DIR`` (default: a per-endpoint folder under the temp dir).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import hashlib
+import logging
 import os
 import struct
 import tempfile
@@ -36,8 +44,10 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EndpointLimiter", "Rate", "Slots", "endpoint_key", "endpoint_limiter", "world_size"]
+__all__ = ["EndpointLimiter", "Rate", "Slots", "endpoint_key", "endpoint_limiter", "limit_dir", "node_share",
+           "resolved_scope", "world_size"]
 
+log = logging.getLogger(__name__)
 _now = time.monotonic
 WINDOW_SLACK_S = 1.0  # rate windows are paced over 61 s, so jitter up to 1 s never puts rpm + 1 in 60 s
 
@@ -220,53 +230,129 @@ class _FileRate(Rate):
 
 
 class _FileSlots(Slots):
-    """Concurrency slots held as ``flock`` locks on numbered files (released if a process dies)."""
+    """Concurrency slots held as ``flock`` locks on numbered files, shared by the processes of a machine.
+
+    ``capacity`` files ``slot-<i>.lock``; an attempt in flight holds an exclusive lock on one. The
+    kernel drops a dead process's locks, so a crash never leaks a slot. Inside a process, waiters queue
+    FIFO and a slot released while one waits is handed to it directly (no unlock, no syscall); slots
+    freed by other processes are found by one poller thread per limiter (a non-blocking scan every
+    0.5-10 ms while anyone waits). Across processes slots are taken as they are found, not in FIFO
+    order (work-conserving: a batch ends no later for it).
+    """
 
     def __init__(self, n: int, directory: Path):
         super().__init__(n)
         self._dir = directory
         self._fds: dict[int, int] = {}
-        self._held: set[int] = set()
+        self._held: list[int] = []
         self._start = os.getpid()
+        self._poller: threading.Thread | None = None
+        _FILE_SLOTS.add(self)
 
-    def try_acquire(self) -> bool:
-        return self._take() is not None
-
-    def _take(self) -> int | None:
-        with self._lock:
-            n = self.capacity
-            for j in range(n):
-                i = (self._start + j) % n
-                if i in self._held:
-                    continue
-                fd = self._fds.get(i)
-                if fd is None:
-                    fd = self._fds[i] = os.open(self._dir / f"slot-{i}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue
-                self._held.add(i)
-                self._start = i + 1
-                return i
+    def _take_locked(self) -> int | None:
+        n = self.capacity
+        held = self._held
+        for j in range(n):
+            i = (self._start + j) % n
+            if i in held:
+                continue
+            fd = self._fds.get(i)
+            if fd is None:
+                fd = self._fds[i] = os.open(self._dir / f"slot-{i}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            held.append(i)
+            self._start = i + 1
+            return i
         return None
 
+    def try_acquire(self) -> bool:
+        with self._lock:
+            return not self._waiters and self._take_locked() is not None
+
     async def acquire(self, timeout: float | None = None) -> bool:
-        deadline = None if timeout is None else _now() + timeout
-        pause = 0.001
-        while self._take() is None:
-            if deadline is not None and _now() + pause > deadline:
+        with self._lock:
+            if not self._waiters and self._take_locked() is not None:
+                return True
+            if timeout is not None and timeout <= 0:
                 return False
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 0.02)
-        return True
+            loop = asyncio.get_running_loop()
+            entry = (loop, loop.create_future())
+            self._waiters.append(entry)
+            if self._poller is None:
+                self._poller = threading.Thread(target=self._poll, name="rubric-reward-slots", daemon=True)
+                self._poller.start()
+        fut = entry[1]
+        timer = None if timeout is None else entry[0].call_later(timeout, _expire, fut)
+        try:
+            await fut
+            return True
+        except (asyncio.CancelledError, TimeoutError) as exc:
+            with self._lock:
+                try:
+                    self._waiters.remove(entry)
+                    handed_over = False
+                except ValueError:
+                    handed_over = True
+            if handed_over and fut.done() and not fut.cancelled() and fut.exception() is None:
+                self.release()
+            if isinstance(exc, TimeoutError):
+                return False
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _hand_over_locked(self) -> None:
+        """A held slot goes to the first live waiter of this process, else back to the machine."""
+        while self._waiters:
+            loop, fut = self._waiters.popleft()
+            if fut.done():
+                continue
+            try:
+                if loop is events._get_running_loop():
+                    loop.call_soon(self._grant, fut)
+                else:
+                    loop.call_soon_threadsafe(self._grant, fut)
+            except RuntimeError:  # that loop is closed
+                continue
+            return
+        if self._held:
+            fcntl.flock(self._fds[self._held.pop()], fcntl.LOCK_UN)
 
     def release(self) -> None:
         with self._lock:
-            if not self._held:
-                return
-            i = self._held.pop()
-            fcntl.flock(self._fds[i], fcntl.LOCK_UN)
+            self._hand_over_locked()
+
+    def _poll(self) -> None:
+        pause = 0.0005
+        while True:
+            with self._lock:
+                while self._waiters and self._waiters[0][1].done():
+                    self._waiters.popleft()
+                if not self._waiters:
+                    self._poller = None
+                    return
+                got = self._take_locked() is not None
+                if got:
+                    self._hand_over_locked()
+            if got:
+                pause = 0.0005
+                continue
+            time.sleep(pause)
+            pause = min(pause * 2, 0.01)
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's locks are not ours to release; start clean."""
+        self._lock = threading.Lock()
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds, self._held, self._waiters, self._poller = {}, [], deque(), None
 
     @property
     def in_use(self) -> int:
@@ -275,6 +361,11 @@ class _FileSlots(Slots):
     def resize(self, n: int) -> None:
         with self._lock:
             self.capacity = n
+
+
+_FILE_SLOTS: weakref.WeakSet[_FileSlots] = weakref.WeakSet()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: [s._after_fork() for s in list(_FILE_SLOTS)])
 
 
 # ---------------------------------------------------------------------------- endpoint limiter
@@ -389,25 +480,58 @@ def endpoint_key(config: Any) -> tuple:
     return (tuple(config.base_urls), model)
 
 
+def node_share() -> float:
+    """The fraction of a shared limit this machine holds: LOCAL_WORLD_SIZE / WORLD_SIZE when a launcher
+    (torchrun, accelerate) says the world spans several machines, else 1."""
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    except ValueError:
+        return 1.0
+    if world <= 1 or local < 1 or local >= world:
+        return 1.0
+    return local / world
+
+
+def resolved_scope(config: Any) -> str:
+    """What ``limit_scope: auto`` stands for: shared for a judge reached over the network, else per process."""
+    scope = config.limit_scope
+    if scope != "auto":
+        return scope
+    remote = config.base_urls or config.resolved_backend() == "litellm"
+    return "shared" if remote else "process"
+
+
+def limit_dir(config: Any) -> Path:
+    """The folder whose lock files hold ``config``'s endpoint limits on this machine."""
+    digest = hashlib.sha256(repr(endpoint_key(config)).encode()).hexdigest()[:16]
+    root = os.environ.get("RUBRIC_REWARD_LIMIT_DIR") or Path(tempfile.gettempdir()) / "rubric_reward_limits"
+    return Path(root) / digest
+
+
 def endpoint_limiter(config: Any) -> EndpointLimiter:
     """The process-wide limiter for ``config``'s endpoint, created on first use."""
     concurrency, rpm, tpm = config.max_concurrency, config.rpm, config.tpm
-    scope = config.limit_scope
-    if scope == "world":
-        world = world_size()
-        concurrency = max(1, concurrency // world)
-        rpm = None if rpm is None else rpm / world
-        tpm = None if tpm is None else tpm / world
+    scope = resolved_scope(config)
+    share = 1.0 / world_size() if scope == "world" else node_share() if scope == "shared" else 1.0
+    if share < 1.0:
+        concurrency = max(1, int(concurrency * share))
+        rpm = None if rpm is None else rpm * share
+        tpm = None if tpm is None else tpm * share
     key = (*endpoint_key(config), scope)
     with _REGISTRY_LOCK:
         limiter = _REGISTRY.get(key)
         if limiter is None:
             directory = None
             if scope == "shared":
-                digest = hashlib.sha256(repr(endpoint_key(config)).encode()).hexdigest()[:16]
-                root = os.environ.get("RUBRIC_REWARD_LIMIT_DIR") or Path(tempfile.gettempdir()) / "rubric_reward_limits"
-                directory = Path(root) / digest
-            limiter = _REGISTRY[key] = EndpointLimiter(key, concurrency, rpm, tpm, directory)
+                directory = limit_dir(config)
+            try:
+                limiter = EndpointLimiter(key, concurrency, rpm, tpm, directory)
+            except OSError as exc:  # an unwritable temp dir (another user's folder): hold the cap per process
+                log.warning("judge limits: cannot share them through %s (%s); this process keeps its own",
+                            directory, exc)
+                limiter = EndpointLimiter(key, concurrency, rpm, tpm, None)
+            _REGISTRY[key] = limiter
         else:
             limiter.tighten(concurrency, rpm, tpm)
     return limiter

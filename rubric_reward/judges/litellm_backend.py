@@ -20,7 +20,7 @@ from .base import ChatReply, ChatRequest, TokenLogprob
 from .config import JudgeConfig
 from .http import classify_status, redact, request_fields
 from .pricing import Pricing
-from .replicas import Replicas, all_busy_reply
+from .replicas import Replicas, affinity_hash, all_busy_reply
 from .retry import parse_retry_after
 
 __all__ = ["LiteLLMBackend", "import_litellm"]
@@ -56,7 +56,8 @@ class LiteLLMBackend:
         if self._key is None and config.base_urls and not config.model.startswith("hosted_vllm/"):
             self._key = "EMPTY"  # OpenAI-compatible servers need some key client-side; never a real one
         self.replicas = Replicas(list(config.base_urls) or [None], per_replica=config.replica_concurrency,
-                                 failures=config.breaker_failures, cooldown_s=config.breaker_cooldown_s)
+                                 failures=config.breaker_failures, cooldown_s=config.breaker_cooldown_s,
+                                 load_factor=config.replica_load_factor)
         self._pricing = Pricing(config, use_cost_map=False)
         self._map_known = True  # litellm prices this model (until it says otherwise)
         c = config
@@ -82,7 +83,8 @@ class LiteLLMBackend:
     async def complete(self, request: ChatRequest, timeout_s: float | None = None) -> ChatReply:
         timeout = self.config.timeout_s if timeout_s is None else timeout_s
         start = time.perf_counter()
-        i = await self.replicas.acquire(timeout)
+        key = 0 if self.replicas.trivial else affinity_hash(request)
+        i = await self.replicas.acquire(timeout, key)
         if i is None:
             return all_busy_reply(timeout, start)
         kw = self.kwargs(request, timeout)
@@ -100,7 +102,7 @@ class LiteLLMBackend:
             ok = False if error.kind in (ErrorKind.SERVER, ErrorKind.TIMEOUT, ErrorKind.CONNECTION) else None
             return ChatReply(None, error, latency_s=time.perf_counter() - start, retry_after_s=retry_after)
         finally:
-            self.replicas.release(i, ok)
+            self.replicas.release(i, ok, key)
 
     async def aclose(self) -> None:
         """litellm owns its HTTP clients; drain and stop its logging worker if it is bound to this loop."""

@@ -205,8 +205,9 @@ class Transport:
             if err is not None and (note or attempts > 1):
                 err = JudgeError(err.kind, f"{err.message} ({note or f'gave up after {attempts} attempts'})",
                                  err.status)
-            return dataclasses.replace(reply, error=err, usage=usage, cost=cost, latency_s=_now() - start,
-                                       attempts=attempts)
+            # the constructor, not dataclasses.replace: this runs once per call
+            return ChatReply(reply.text, err, usage, cost, _now() - start, attempts, reply.cached, reply.logprobs,
+                             reply.finish_reason, reply.retry_after_s)
 
         def cut_off() -> ChatReply:
             which = "call" if cfg.call_deadline_s is not None and deadline == start + cfg.call_deadline_s else "batch"

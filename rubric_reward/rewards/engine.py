@@ -79,6 +79,10 @@ class RewardEngine:
     def judge_names(self) -> list[str]:
         return self.scorer.judge_names
 
+    def pool_stats(self) -> list[dict[str, Any]]:
+        """Per judge: its cap and its replicas' routing figures (:meth:`~rubric_reward.judges.Judge.pool_stats`)."""
+        return [j.pool_stats() for j in self.scorer.grader.judges if hasattr(j, "pool_stats")]
+
     # ------------------------------------------------------------------ samples
     def usable(self, rubric: Rubric, field: str) -> Rubric:
         """``rubric``, if this config can judge it (a SampleError ``no_judge`` otherwise)."""

@@ -143,9 +143,11 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
     app[STATE] = state
 
     async def start_engine(app: web.Application) -> Any:
-        app[ENGINE] = ServiceEngine(config)
+        app[ENGINE] = engine = ServiceEngine(config)
         app[PROBE] = JudgeProbe(config.judge_configs())
+        metrics.watch_pools(engine.pool_stats)
         yield
+        metrics.watch_pools(None)
         await app[PROBE].aclose()
         await app[ENGINE].aclose()
 

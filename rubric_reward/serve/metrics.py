@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from ..rewards.records import RewardRecord
 
@@ -32,6 +33,12 @@ class ServeMetrics:
         self.latency = Histogram(f"{p}_request_latency_seconds", "Time to answer a scoring request",
                                  ["endpoint"], buckets=_LATENCY_BUCKETS, registry=r)
         self.in_flight = Gauge(f"{p}_requests_in_flight", "Scoring requests being worked on", registry=r)
+        self._pools: Callable[[], list[dict[str, Any]]] | None = None
+        r.register(_PoolCollector(self))
+
+    def watch_pools(self, source: Callable[[], list[dict[str, Any]]] | None) -> None:
+        """Report the judges' caps and replica pools (``source``: the engine's ``pool_stats``) on each scrape."""
+        self._pools = source
 
     def observe(self, endpoint: str, status: int, seconds: float) -> None:
         self.requests.labels(endpoint, str(status)).inc()
@@ -71,3 +78,44 @@ class ServeMetrics:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class _PoolCollector:
+    """Judge caps and replica pools, read at scrape time (per judge; per replica URL)."""
+
+    def __init__(self, metrics: ServeMetrics):
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        p = "rubric_reward_judge"
+        cap = GaugeMetricFamily(f"{p}_cap", "Concurrency cap of the judge endpoint (shared=1: held across the "
+                                "machine's processes)", labels=["judge", "shared"])
+        cap_used = GaugeMetricFamily(f"{p}_cap_in_use", "This process's calls holding the cap", labels=["judge"])
+        calls = CounterMetricFamily(f"{p}_replica_calls", "Attempts routed to each replica", labels=["judge", "url"])
+        affine = CounterMetricFamily(f"{p}_replica_affine_calls", "Attempts that went to their key's first-choice "
+                                     "replica (affinity share = affine / calls)", labels=["judge", "url"])
+        spills = CounterMetricFamily(f"{p}_replica_spills", "Attempts placed on a replica because their first "
+                                     "choice was over the load bound or full", labels=["judge", "url"])
+        failovers = CounterMetricFamily(f"{p}_replica_failovers", "Attempts placed on a replica because their "
+                                        "first choice's breaker was open", labels=["judge", "url"])
+        in_flight = GaugeMetricFamily(f"{p}_replica_in_flight", "Attempts in flight per replica",
+                                      labels=["judge", "url"])
+        share = GaugeMetricFamily(f"{p}_replica_affinity_share", "Share of a replica's attempts on their key's "
+                                  "first choice", labels=["judge", "url"])
+        source = self._metrics._pools
+        for pool in (source() if source is not None else []):
+            name = pool["judge"]
+            cap.add_metric([name, "1" if pool["cap_shared"] else "0"], pool["cap"])
+            cap_used.add_metric([name], pool["cap_in_use"])
+            for rep in pool["replicas"]:
+                labels = [name, rep["url"]]
+                calls.add_metric(labels, rep["calls"])
+                affine.add_metric(labels, rep["affine"])
+                spills.add_metric(labels, rep["spills"])
+                failovers.add_metric(labels, rep["failovers"])
+                in_flight.add_metric(labels, rep["in_flight"])
+                if rep["affinity_share"] is not None:
+                    share.add_metric(labels, rep["affinity_share"])
+        yield from (cap, cap_used, calls, affine, spills, failovers, in_flight, share)

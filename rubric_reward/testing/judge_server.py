@@ -321,7 +321,11 @@ class JudgeServer:
         async def models(_: Any) -> Any:
             return web.json_response({"data": [{"id": "scripted"}]})
 
+        async def health(_: Any) -> Any:  # what routers (vllm-router) probe on a vLLM worker
+            return web.Response(text="ok")
+
         app.router.add_get("/v1/models", models)
+        app.router.add_get("/health", health)
         return app
 
     async def _start(self) -> None:
