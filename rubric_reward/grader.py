@@ -13,7 +13,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -56,7 +56,9 @@ class GradingConfig:
     # injection.py) is "screen"ed (minimum score, no judge call), judged "alone" (never in a group call with
     # other responses), or judged alone and marked "suspect" (metadata "suspect"); every policy records
     # metadata "flagged"
-    injection: str = "screen"
+    injection: str = field(default="screen", metadata={"choices": FLAG_POLICIES, "help": "a response flagged before "
+                           "judging is screened (judged criteria at their worst), judged alone, or judged alone "
+                           "and marked suspect (docs/security.md)"})
 
     def __post_init__(self) -> None:
         if self.binary_aggregation not in BINARY_METHODS:
@@ -109,7 +111,7 @@ class Grader:
                 if results[i] is None and (why := flag_response(item.response, rubric)) is not None:
                     flags[i] = why
                     if self.config.injection == "screen":
-                        results[i] = _screened(rubric, item, why, flagged=True)
+                        results[i] = _screened(rubric, item, why, flagged=True, scoring=self.scoring)
         todo = [i for i, r in enumerate(results) if r is None]
         # a flagged response is judged alone: never in a group call beside other responses
         batches = [[i for i in todo if i not in flags]] + [[i] for i in todo if i in flags]
@@ -416,16 +418,24 @@ def _check_verdict(criterion: Criterion, item: Item) -> Verdict:
                    reason=f"programmatic check {criterion.check}: {'passed' if passed else 'failed'}", judge="check")
 
 
-def _screened(rubric: Rubric, item: Item, reason: str, flagged: bool = False) -> ScoreResult:
-    """The minimum score for a degenerate or flagged response, every criterion at its worst, no judge call."""
+def _screened(rubric: Rubric, item: Item, reason: str, flagged: bool = False,
+              scoring: ScoringConfig | None = None) -> ScoreResult:
+    """A degenerate or flagged response, with no judge call. Degenerate: the minimum score, every criterion at its
+    worst. Flagged: its judged criteria at their worst (a judge might have been persuaded), its programmatic
+    checks computed as usual (a check cannot be persuaded), scored as any result; with no checks, the minimum."""
     why = f"not judged: {'flagged response' if flagged else 'degenerate response'} ({reason})"
     verdicts = []
     for c in rubric.criteria:
+        if flagged and not c.is_judged:
+            verdicts.append(_check_verdict(c, item))
+            continue
         worst = c.worst_value if c.weight > 0 else c.best_value
         label = next((o.label for o in c.options if o.value == worst), None)
         verdicts.append(Verdict(c.name, label, worst, reason=why, judge="screen"))
-    return ScoreResult(0.0, tuple(verdicts), raw_score=0.0, expected_score=0.0,
-                       metadata={**_meta(item), "screened": reason, **({"flagged": reason} if flagged else {})})
+    meta = {**_meta(item), "screened": reason, **({"flagged": reason} if flagged else {})}
+    if flagged and len(rubric.judged) < len(rubric.criteria):
+        return replace(score_verdicts(rubric, verdicts, scoring or ScoringConfig()), metadata=meta)
+    return ScoreResult(0.0, tuple(verdicts), raw_score=0.0, expected_score=0.0, metadata=meta)
 
 
 def _meta(item: Item) -> dict[str, Any]:

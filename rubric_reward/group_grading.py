@@ -11,10 +11,14 @@ For each sample (seed ``seed + sample``) the distinct responses are
 
 * split, when there are more than ``group_size``, into near-equal calls (a seeded order decides who
   goes together);
-* labelled with ids drawn afresh for every call (``R`` and 8 random hex digits, :func:`secrets.token_hex`),
-  so no response can know its own id or a sibling's in advance: a verdict a response plants for an id
-  never names a real one, and each verdict is matched only to its id and checked only against its own
-  response's text (no response's content can void a sibling's verdict);
+* labelled with ids that no response can know in advance (``R`` and 8 hex digits of an HMAC-SHA256, keyed by
+  a secret salt, over the call's content: rubric, prompt, group, sample, split, criteria, pass, every member's
+  text in display order, and the member's position): a verdict a response plants for an id never names a
+  real one, and each verdict is matched only to its id and checked only against its own response's text (no
+  response's content can void a sibling's verdict). The salt is random per process
+  (:func:`secrets.token_bytes`), unless the judge has a persistent reply cache that keeps one
+  (:meth:`~rubric_reward.judges.cache.SQLiteCache.nonce_salt`): then a rerun draws the same ids for the same
+  call, so its replies hit the cache, while an author without the cache file still cannot predict them;
 * shown in an order shuffled per (seed, group, split, criteria), with ``group_passes: 2`` asking again
   with that order reversed, so the first shown comes last: a judge that favours a position favours
   different responses in the two passes, and the ensemble rules (a tie goes against the response)
@@ -30,6 +34,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
+import json
 import math
 import random
 import re
@@ -80,11 +86,31 @@ def layout(n: int, size: int, *, seed: int, key: str, shuffle: bool) -> list[lis
     return [sorted(order[j::calls]) for j in range(calls)]
 
 
-def _nonces(members: Sequence[int]) -> dict[int, str]:
-    """A fresh, unguessable id per response for one call (distinct within the call)."""
+_PROCESS_SALT = secrets.token_bytes(32)  # the ids' key when no persistent cache keeps one
+
+
+def nonce_salt(judge: Any) -> bytes:
+    """The key of ``judge``'s response ids: its persistent reply cache's salt (reruns draw the same ids and
+    hit the cache), else this process's random one."""
+    cache = getattr(getattr(judge, "transport", None), "cache", None)
+    get = getattr(cache, "nonce_salt", None)
+    return get() if callable(get) else _PROCESS_SALT
+
+
+def _nonces(salt: bytes, content: Sequence[Any], order: Sequence[int], texts: Sequence[str]) -> dict[int, str]:
+    """An unguessable id per response shown (``order``) in one call, reproducible from ``salt`` and the call's
+    ``content`` (distinct within the call)."""
+    base = json.dumps([*map(str, content), [texts[m] for m in order]], ensure_ascii=False).encode()
     out: dict[int, str] = {}
-    while len(set(out.values())) != len(members):
-        out = {m: "R" + secrets.token_hex(4) for m in members}
+    for pos, m in enumerate(order):
+        counter = 0
+        while True:
+            mac = hmac.new(salt, base + f"\x1f{pos}\x1f{counter}".encode(), hashlib.sha256).hexdigest()
+            rid = "R" + mac[:8]
+            if rid not in out.values():
+                break
+            counter += 1
+        out[m] = rid
     return out
 
 
@@ -111,6 +137,7 @@ async def judge_group(
     index = {t: i for i, t in enumerate(texts)}
     owners = [index[item.response] for item in items]
     key = _group_key(items[0], texts)
+    salt, fingerprint = nonce_salt(judge), rubric.fingerprint()
     k = cfg.criteria_per_call(len(judged))
     jobs = []  # (response indices of the call, coroutine)
     for sample in range(cfg.samples):
@@ -123,8 +150,8 @@ async def judge_group(
                     _rng(s, key, j, *(c.name for c in chunk)).shuffle(shown)
                 orders = [option_order(c, seed=s, response=key, judge=judge.name, shuffle=shuffle) for c in chunk]
                 for p in range(cfg.group_passes):
-                    label = _nonces(members)
                     order = shown if p == 0 else shown[::-1]
+                    label = _nonces(salt, (fingerprint, key, s, j, *(c.name for c in chunk), p), order, texts)
                     call = render_group_call(rubric, items[0].prompt, [(label[m], texts[m]) for m in order], chunk,
                                              orders, exemplars=exemplars(chunk, judge.name))
                     jobs.append((order, _run_group_call(judge, call, sample, reask, on_call)))

@@ -7,8 +7,8 @@ Layout (the per-response layout of :mod:`rubric_reward.prompts`, with the respon
             block(s) -> answer format
 
 Each response is fenced with a backtick run longer than any run inside it and labelled with an id
-outside its fence, so no response can close its block or pass for another. The grader draws the ids
-afresh for every call (``R`` and random hex, :mod:`rubric_reward.group_grading`), so a response cannot
+outside its fence, so no response can close its block or pass for another. The grader keys the ids
+by a secret (``R`` and 8 hex digits of an HMAC of the call, :mod:`rubric_reward.group_grading`), so a response cannot
 know its own id or a sibling's in advance, and a verdict planted for an id never names a real one. The
 answer is one JSON object keyed by response id: ``{"R3": {"reason", "verdict"}, ...}`` for one
 criterion, ``{"R3": {"C1": {...}, "C2": {...}}, ...}`` for several. Labels, options, abstention and

@@ -85,7 +85,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     if note:
         print(note, file=sys.stderr)
     scoring = {"abstention": args.abstention, "all_or_nothing": args.all_or_nothing}
-    scorer = Scorer(rubric, judge, scoring=scoring, grading={"seed": args.seed})
+    scorer = Scorer(rubric, judge, scoring=scoring, grading={"seed": args.seed, "injection": args.injection})
     items = [
         {"response": r["response"], "prompt": r.get("prompt", r.get("conversation")), "id": r.get("id", i),
          "group": r.get("group")}
@@ -135,8 +135,15 @@ def _print_summary(rubric: Any, results: list[Any]) -> None:
     table.add_row("mean score", f"{sum(scored) / len(scored):.3f}" if scored else "n/a")
     table.add_row("judge calls", str(sum(len(r.calls) for r in results)))
     table.add_row("cost ($)", f"{sum(r.cost for r in results):.4f}")
+    flagged = [r for r in results if r.metadata.get("flagged")]
+    table.add_row("flagged before judging", f"{len(flagged)} / {len(results)}")
+    suspect = sum(1 for r in flagged if r.metadata.get("suspect"))
+    if suspect:
+        table.add_row("flagged, judged alone, suspect", str(suspect))
     for why, n in sorted(screened.items()):
-        table.add_row(f"screened, not judged: {why} (minimum score)", str(n))
+        kind = "flagged" if any(r.metadata.get("flagged") == why for r in flagged) else "degenerate"
+        table.add_row(f"screened, not judged: {why} ({kind}; "
+                      f"{'judged criteria at their worst' if kind == 'flagged' else 'minimum score'})", str(n))
     for kind, n in sorted(failures.items()):
         table.add_row(f"failed verdicts: {kind}", str(n))
     Console().print(table)
@@ -193,5 +200,8 @@ def register(sub: Any) -> None:
                    help="seed of the option-order shuffle (and of sampling judges); default 0")
     p.add_argument("--allow-failures", action="store_true",
                    help="exit 0 even when some items are unscored (default: exit 1)")
+    p.add_argument("--injection", default="screen", choices=["screen", "alone", "suspect"],
+                   help="a response flagged before judging (docs/security.md): screen (default: judged criteria "
+                   "at their worst, no judge call), alone (judged alone) or suspect (judged alone, marked)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_score)

@@ -12,6 +12,9 @@ A hit comes back with ``cached=True``, ``cost=0.0`` and zero usage (it costs not
 original cost and usage stay in the database (:meth:`SQLiteCache.lookup`) and hits add it to
 ``saved_cost``.
 
+The file also keeps one secret (:meth:`SQLiteCache.nonce_salt`): the key of group-mode response ids, so a
+rerun's group calls are the same requests and hit their stored replies.
+
 Billing (for resumable runs). A cache opened with an ``owner`` (a run) and an ``invocation`` number
 also records, per reply it stores, that the reply is *unbilled*: paid for, but not yet in a saved
 result. The runner grades each item inside :meth:`SQLiteCache.billing` and calls
@@ -166,7 +169,11 @@ CREATE TABLE IF NOT EXISTS billed (
     invocation INTEGER NOT NULL,
     PRIMARY KEY (key, owner)
 );
-CREATE INDEX IF NOT EXISTS billed_item ON billed (owner, item)
+CREATE INDEX IF NOT EXISTS billed_item ON billed (owner, item);
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value BLOB NOT NULL
+)
 """
 
 
@@ -189,6 +196,7 @@ class SQLiteCache:
         self.recounted_cost = 0.0  # the part of it an earlier invocation's spend already counts
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self._salt: bytes | None = None
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -297,6 +305,19 @@ class SQLiteCache:
             return None
         self._note(key)
         return int(row[0])
+
+    def nonce_salt(self) -> bytes:
+        """The secret key of group-mode response ids (:mod:`rubric_reward.group_grading`): drawn once
+        (:func:`secrets.token_bytes`) and kept in this file, so a rerun reproduces its calls' ids and hits
+        their replies; a response author without the file cannot predict them."""
+        if self._salt is None:
+            import secrets
+
+            with self._lock:
+                db = self._db()
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('nonce_salt', ?)", (secrets.token_bytes(32),))
+                self._salt = bytes(db.execute("SELECT value FROM meta WHERE name = 'nonce_salt'").fetchone()[0])
+        return self._salt
 
     def __len__(self) -> int:
         with self._lock:

@@ -176,11 +176,20 @@ class RewardEngine:
         return [self.record(result, rubric) for result, (rubric, _) in zip(results, pairs, strict=True)]
 
     def record(self, result: Any, rubric: Rubric | None = None) -> RewardRecord:
-        """A result read as a reward: the configured field (never NaN), the degenerate guard's
-        ``min_reward`` for a screened response, or unscored with the error and its kinds."""
+        """A result read as a reward: the configured field (never NaN), ``min_reward`` for a screened response
+        (guard ``degenerate``, or ``flagged`` for one flagged before judging), or unscored with the error and its
+        kinds. A flagged response of a rubric with programmatic checks is rewarded by its score (judged criteria
+        at their worst, checks as computed), still under the ``flagged`` guard."""
         if result.metadata.get("screened"):
-            return RewardRecord(self.config.guards.min_reward, result, guard="degenerate", score=result.score,
-                                rubric=rubric, cost=result.cost)
+            flagged = bool(result.metadata.get("flagged"))
+            guard = "flagged" if flagged else "degenerate"
+            checks = rubric is not None and len(rubric.judged) < len(rubric.criteria)
+            value = reward_of(result, self.config.reward) if flagged and checks else self.config.guards.min_reward
+            if value is None:
+                kinds = tuple(v.error.kind.value for v in result.verdicts if v.error is not None) or ("none",)
+                return RewardRecord(None, result, error=result.error or f"no finite {self.config.reward} on the "
+                                    "result", guard=guard, rubric=rubric, error_kinds=kinds, cost=result.cost)
+            return RewardRecord(value, result, guard=guard, score=result.score, rubric=rubric, cost=result.cost)
         value = reward_of(result, self.config.reward)
         if value is None:
             kinds = tuple(v.error.kind.value for v in result.verdicts if v.error is not None) or ("none",)

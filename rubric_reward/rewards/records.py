@@ -30,7 +30,7 @@ class RewardRecord:
 
     ``score`` is the reward field's value before any length penalty and ``penalty`` what was subtracted
     (the TRL plugin's); ``guard`` names the guard that decided the reward without a judge
-    (``degenerate``, ``truncated``); ``error`` says why a sample is unscored and ``error_kinds`` how
+    (``degenerate``, ``flagged``: flagged before judging, ``truncated``); ``error`` says why a sample is unscored and ``error_kinds`` how
     (judge error kinds, ``data``, ``rubric``, ``internal``); ``cost`` is the judge spend. Trainers that
     need a number for every sample take :meth:`numeric`.
     """

@@ -88,6 +88,12 @@ def batch_metrics(
     m["guarded_frac"] = sum(guards.values()) / n
     for name, count in guards.items():
         m[f"guard/{name}_frac"] = count / n
+    # the verdict boundary (docs/security.md): flagged before judging, screened without a judge (degenerate or
+    # flagged, under grading.injection: screen), judged but marked suspect (grading.injection: suspect)
+    meta = [r.result.metadata if r.result is not None else {} for r in records]
+    m["flagged_frac"] = sum(bool(x.get("flagged")) for x in meta) / n
+    m["screened_frac"] = sum(bool(x.get("screened")) for x in meta) / n
+    m["suspect_frac"] = sum(bool(x.get("suspect")) for x in meta) / n
     penalties = [r.penalty for r in records if r.reward is not None]
     if any(penalties):
         m["length_penalty_mean"] = sum(penalties) / len(penalties)

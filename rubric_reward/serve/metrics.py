@@ -13,7 +13,7 @@ _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 
 
 class ServeMetrics:
-    """Requests, items, judge calls, latency, failures by kind, cache hits and cost."""
+    """Requests, items, judge calls, latency, failures by kind, cache hits, cost, flagged and screened items."""
 
     def __init__(self) -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -32,6 +32,11 @@ class ServeMetrics:
         self.cost = Counter(f"{p}_judge_cost_dollars", "Judge cost of scored items (cache hits are free)", registry=r)
         self.latency = Histogram(f"{p}_request_latency_seconds", "Time to answer a scoring request",
                                  ["endpoint"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.flagged = Counter(f"{p}_flagged_items", "Items flagged before judging (docs/security.md), by what "
+                               "was done: screened (minimum, no judge call), suspect or alone (judged alone)",
+                               ["endpoint", "action"], registry=r)
+        self.screened = Counter(f"{p}_screened_items", "Items not put to a judge, by why: degenerate or flagged",
+                                ["endpoint", "why"], registry=r)
         self.in_flight = Gauge(f"{p}_requests_in_flight", "Scoring requests being worked on", registry=r)
         self._pools: Callable[[], list[dict[str, Any]]] | None = None
         r.register(_PoolCollector(self))
@@ -60,6 +65,12 @@ class ServeMetrics:
             res = record.result
             if res is None:
                 continue
+            meta = res.metadata
+            if meta.get("screened"):
+                self.screened.labels(endpoint, "flagged" if meta.get("flagged") else "degenerate").inc()
+            if meta.get("flagged"):
+                action = "screened" if meta.get("screened") else "suspect" if meta.get("suspect") else "alone"
+                self.flagged.labels(endpoint, action).inc()
             calls[outcome] += res.judge_calls
             cached += sum(1 for c in res.calls if c.cached)
             cost += res.cost
