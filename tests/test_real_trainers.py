@@ -134,7 +134,7 @@ def test_verl_091_reward_loop_and_ray_manager(service, tmp_path):
                               "manager": "naive", "max_concurrent": 64, "num_workers": 8}
     assert out["custom_fn"]["found"] and out["custom_fn"]["async"]
     assert out["custom_fn"]["first"]["score"] == pytest.approx(expected[0])
-    assert out["decoded_ok"]
+    assert out["decoded_ok"] and out["legacy_layout_found"] is False  # verl_0.7_config.yaml: ignored by 0.9.1
     for name, manager_class in (("naive", "NaiveRewardManager"), ("rate_limited", "RateLimitedRewardManager"),
                                 ("dapo", "DAPORewardManager")):
         got = out["workers"][name]
@@ -173,3 +173,22 @@ def test_openrlhf_0112_remote_url_and_reward_func(service, tmp_path):
     assert func["batch_rewards_shape"] == http["batch_rewards_shape"]
     assert func["advantages"] == pytest.approx(http["advantages"])
     print("shapes", http["rewards_shape"][0], http["info_shapes"], "batch", http["batch_rewards_shape"])
+
+
+def test_documented_install_lines_are_the_ones_ci_runs():
+    """docs/integrations.md's install lines per trainer name the versions and packages setup_trainers.sh installs
+    (which CI runs), and never the `train` extra beside a trainer."""
+    import re
+
+    doc = (ROOT / "docs" / "integrations.md").read_text()
+    section = doc[doc.index("## Installing beside a trainer"):doc.index("## OpenRLHF")]
+    script = (ROOT / "scripts" / "setup_trainers.sh").read_text()
+    lines = [line.split("#")[0].split() for line in re.findall(r"^pip install .*$", section, flags=re.M)]
+    assert len(lines) >= 8
+    for words in lines:
+        for word in words[2:]:
+            if word.startswith("-") or word in ("rubric-reward", "openrlhf[vllm]==0.11.2"):
+                continue
+            assert word in script or word.strip('"') in script, f"{word!r} (docs) is not what CI installs"
+    assert "rubric-reward[" not in section and "verl==0.9.1" in script and "openrlhf==0.11.2" in script
+    assert "--no-deps" in section and "--no-build-isolation deepspeed==0.19.6" in section

@@ -110,6 +110,15 @@ def main() -> None:
              extra_info={"prompt": s0["prompt"]})
     out["custom_fn"]["first"] = asyncio.run(one) if inspect.isawaitable(one) else one
 
+    # the 0.7/0.8 layout merged into 0.9.1's config: main_ppo's lookup finds nothing (verl's default scorer)
+    from omegaconf import OmegaConf
+
+    legacy = OmegaConf.create(OmegaConf.to_container(cfg))
+    del legacy.reward.custom_reward_function.reward_kwargs
+    legacy.reward.custom_reward_function.path = None
+    legacy = OmegaConf.merge(legacy, OmegaConf.load(CONFIG_DIR / "verl_0.7_config.yaml"))
+    out["legacy_layout_found"] = get_custom_reward_fn(legacy) is not None
+
     tokenizer = hf_tokenizer(tok_dir)
     data = batch(tokenizer, spec["samples"])
     out["decoded_ok"] = all(tokenizer.decode(tokenizer(s["response"], add_special_tokens=False)["input_ids"])
