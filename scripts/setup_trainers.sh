@@ -13,9 +13,11 @@
 #   FORCE=1          rebuild even when a venv carries its stamp
 #
 # Idempotent like scripts/setup_vllm_cpu.sh: a venv is stamped with its recipe once complete; a stamped, importable
-# venv only gets our editable install refreshed (seconds); a venv without the stamp (an interrupted or failed build)
-# is completed by running every step again in place (pip skips what is installed); FORCE=1 deletes and rebuilds.
-# Cache the venv directories in CI: a cold build downloads ~1 GB (verl) / ~0.9 GB (OpenRLHF) from PyPI.
+# venv only gets our editable install refreshed (both: ~50 s here, mostly the import check); a venv without the stamp
+# (an interrupted or failed build) is completed by running every step again in place (pip skips what is installed:
+# ~1 min each here); FORCE=1 deletes and rebuilds. Cache the venv directories in CI: a cold build took ~25 min per
+# venv on this 2-core machine under load (2.3 GB verl, 1.9 GB OpenRLHF), and pip kept no HTTP cache of the
+# downloads here, so a deleted venv is a cold build again.
 #
 # verl (.venv-verl): torch==2.13.0 (CPU build) first, then verl==0.9.1 with all its declared dependencies
 #   (ray[default], tensordict, hydra-core, transformers<5.11, ...) under the constraint torch==2.13.0 (verl's core
@@ -36,7 +38,7 @@ while [[ $# -gt 0 ]]; do
         --verl) VERL_DIR="$2"; shift 2 ;;
         --openrlhf) ORL_DIR="$2"; shift 2 ;;
         --only) ONLY="$2"; shift 2 ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
