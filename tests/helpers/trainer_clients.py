@@ -9,6 +9,13 @@ then ``Exception``) and ``update_samples_with_rewards`` (each key concatenated);
 per release (``verl/trainer/ppo/reward.py``), its legacy ``naive`` / ``batch`` / ``prime`` managers and
 its reward loop (``verl/experimental/reward_loop/reward_manager/naive.py``). numpy stands in for torch
 (the same failures on strings and ``None``).
+
+Where these stay: the released verl 0.9.1 and OpenRLHF 0.11.2 themselves run in CI
+(tests/test_real_trainers.py, scripts/setup_trainers.sh). These re-creations remain for what is not installed
+there (OpenRLHF v0.9's batch requests, verl 0.7/0.8's config lookup and the legacy ``naive`` / ``batch`` /
+``prime`` managers, which 0.9.1 no longer has) and for the fault-injection tests (tests/test_trainer_interop.py):
+OpenRLHF's real executor sleeps 1 s between tries and each real-trainer run costs tens of seconds of imports,
+so the fault matrix runs here, on code written to fail where the trainers fail.
 """
 
 from __future__ import annotations
