@@ -87,7 +87,10 @@ class LoopConfig:
     MetaJudgeConfig, GenerationConfig and PreferenceConfig (typed when the config is built);
     ``heldout``: a :class:`HeldoutConfig` (or null: no held-out evaluation). ``train_launcher``:
     ``python`` (a subprocess), ``accelerate`` (``accelerate launch`` with ``accelerate_args``) or
-    ``in_process``. ``min_pairs``: fewer pairs than this stops the loop. ``dpo``: the file's DPO keys
+    ``in_process``. ``min_pairs``: fewer pairs than this stops the loop. ``outcome_criteria`` (outcome
+    meta-judge only): ``auto`` measures the judge's spread on ``probe_pairs`` labelled training pairs first and,
+    when at least ``probe_max_ties`` of them tie, scores candidates with their check criteria only; ``all`` /
+    ``checks`` force one (:mod:`.spread`). ``dpo``: the file's DPO keys
     (everything but ``loop:``), ``dpo_args`` the same parsed by TRL (set by :func:`load_loop_config`).
     """
 
@@ -115,6 +118,14 @@ class LoopConfig:
     accelerate_args: tuple[str, ...] = field(default=(), metadata={"help": "arguments of accelerate launch"})
     merge_dtype: str | None = field(default=None, metadata={"help": "the dtype a trained adapter is merged in"})
     min_pairs: int = field(default=1, metadata={"help": "fewer preference pairs than this stops the loop", "ge": 1})
+    outcome_criteria: str = field(default="auto", metadata={
+        "help": "outcome meta-judge: which rubric criteria score responses: auto (measure the judge's spread on "
+                "probe_pairs labelled pairs first; no spread: checks only), all, or checks (programmatic checks "
+                "only)", "choices": ("auto", "all", "checks")})
+    probe_pairs: int = field(default=12, metadata={
+        "help": "auto: labelled training pairs the judge scores with a judged-only probe rubric", "ge": 1})
+    probe_max_ties: float = field(default=0.8, metadata={
+        "help": "auto: a probe tie share at least this means no spread (checks only)", "gt": 0, "le": 1})
     cache: bool = field(default=True, metadata={"help": "keep a reply cache in the loop folder"})
     progress: bool = field(default=True, metadata={"help": "show progress"})
     config_path: str | None = field(default=None, metadata={"help": "the config file (set by load_loop_config)"})
@@ -147,6 +158,9 @@ class LoopConfig:
         _check_judge(self.meta_judge, "loop.meta_judge")
         if self.heldout is not None and self.heldout.judge is not None:
             _check_judge(self.heldout.judge, "loop.heldout.judge")
+        if self.outcome_criteria == "checks" and self.meta.mode != "outcome":
+            raise bad("outcome_criteria", f"'checks' needs the outcome meta-judge (loop.meta.mode is "
+                                          f"{self.meta.mode!r})")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None, *, config_path: str | None = None,
