@@ -49,7 +49,7 @@ class HeldoutConfig:
     """
 
     prompts: str = field(default="labelled:heldout", metadata={
-        "help": "labelled:heldout, or a prompts JSONL whose rows carry labels"})
+        "help": "labelled:heldout, labelled:heldout:FILE, or a prompts JSONL whose rows carry labels"})
     limit: int | None = field(default=None, metadata={"help": "keep the first N prompts", "ge": 1})
     judge: Any = field(default=None, metadata={
         "help": "the fixed judge that scores responses (default: the loop's meta-judge)", "raw": True})
@@ -95,7 +95,8 @@ class LoopConfig:
     """
 
     prompts: str = field(default="offline", metadata={
-        "help": "a prompts JSONL (relative to the config file), offline, or labelled:train"})
+        "help": "a prompts JSONL (relative to the config file), offline, labelled:train, or labelled:train:FILE "
+                "(the train side of another labelled-pairs file)"})
     limit: int | None = field(default=None, metadata={"help": "keep the first N prompts", "ge": 1})
     generator: str | None = field(default=None, metadata={
         "help": "the base generator, a local model (the bundled alias, a folder or a hub id); required"})
@@ -150,9 +151,13 @@ class LoopConfig:
         if self.meta_judge is None:
             raise bad("meta_judge", "is required: a judge model spec that compares rubrics")
         object.__setattr__(self, "generator_engine_args", dict(self.generator_engine_args))
-        if self.prompts not in ("offline", *LABELLED) and not Path(self.prompts).is_file():
+        labelled_file = _labelled_file(self.prompts)
+        if labelled_file is not None and not Path(labelled_file).is_file():
+            raise bad("prompts", f"names no labelled pairs file: {labelled_file} does not exist (see "
+                                 "rubric_reward.recipes.generator_dpo.labelled_pool)")
+        if labelled_file is None and self.prompts not in ("offline", *LABELLED) and not Path(self.prompts).is_file():
             raise bad("prompts", f"names no prompts file: {self.prompts} does not exist")
-        if self.prompts == "labelled:heldout":
+        if self.prompts.startswith("labelled:heldout"):
             raise bad("prompts", "is the held-out side of the labelled pairs; train on 'labelled:train'")
         object.__setattr__(self, "accelerate_args", tuple(str(a) for a in self.accelerate_args or ()))
         _check_judge(self.meta_judge, "loop.meta_judge")
@@ -179,6 +184,22 @@ class LoopConfig:
 
         d = {k: v for k, v in self.to_dict().items() if k not in VOLATILE}
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _labelled_file(source: str) -> str | None:
+    """The file of ``labelled:<side>:<file>`` (None for anything else)."""
+    if source.startswith(("labelled:train:", "labelled:heldout:")):
+        return source.split(":", 2)[2]
+    return None
+
+
+def _resolve_labelled(source: Any, base: Path) -> Any:
+    """``labelled:<side>:<relative file>`` with the file made relative to ``base`` (the config's folder)."""
+    if isinstance(source, str):
+        file = _labelled_file(source)
+        if file is not None and not Path(file).is_absolute():
+            return source[: len(source) - len(file)] + str((base / file).resolve())
+    return source
 
 
 def _looks_like_missing_path(ref: str) -> bool:
@@ -241,9 +262,18 @@ def load_loop_config(path: str | Path, **overrides: Any) -> LoopConfig:
     if not isinstance(section, Mapping):
         raise ValueError(f"{path}: no 'loop:' section (the dpo-loop's settings)")
     prompts = section.get("prompts", "offline")
-    if isinstance(prompts, str) and prompts not in ("offline", *LABELLED) and not Path(prompts).is_absolute():
+    if isinstance(prompts, str) and _labelled_file(prompts) is not None:
+        section = {**section, "prompts": _resolve_labelled(prompts, path.parent)}
+    elif isinstance(prompts, str) and prompts not in ("offline", *LABELLED) and not Path(prompts).is_absolute():
         section = {**section, "prompts": str((path.parent / prompts).resolve())}
-    if overrides.get("prompts") not in (None, "offline", *LABELLED):  # relative to the working directory
+    if isinstance(section.get("heldout"), Mapping):
+        section = {**section, "heldout": {**section["heldout"],
+                                          "prompts": _resolve_labelled(section["heldout"].get("prompts",
+                                                                                              "labelled:heldout"),
+                                                                       path.parent)}}
+    if isinstance(overrides.get("prompts"), str) and _labelled_file(overrides["prompts"]) is not None:
+        overrides = {**overrides, "prompts": _resolve_labelled(overrides["prompts"], Path.cwd())}
+    elif overrides.get("prompts") not in (None, "offline", *LABELLED):  # relative to the working directory
         overrides = {**overrides, "prompts": str(Path(overrides["prompts"]).resolve())}
     section = {**section, **{k: v for k, v in overrides.items() if v is not None}}
     dpo = {k: v for k, v in data.items() if k != "loop"}
