@@ -90,3 +90,21 @@ def test_ensure_pool_builds_once_and_loads_as_a_train_side(tmp_path):
     heldout = load_rows(f"labelled:heldout:{pairs}")
     assert train and not {r.id for r in train} & {r.id for r in heldout}
     assert all(r.labels and r.instructions for r in train)
+
+
+def test_the_paper_config_is_ready_for_one_gpu_machine(tmp_path):
+    """vLLM generator and meta-judge (no API), pairwise as in the paper, pointwise one override away."""
+    prompts = tmp_path / "train.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "p"}\n')
+    path = ROOT / "configs/dpo/qwen3_14b_paper.yaml"
+    config = load_loop_config(path, prompts=str(prompts))
+    assert config.generator == "Qwen/Qwen3-14B" and config.generator_backend == "vllm"
+    assert config.meta_judge["backend"] == "vllm" and "api_key_env" not in config.meta_judge
+    assert config.meta.mode == "pairwise" and config.train_launcher == "accelerate"
+    pointwise = load_loop_config(path, prompts=str(prompts), meta={"mode": "pointwise", "point_score": "expected_score"})
+    assert pointwise.meta.mode == "pointwise" and pointwise.fingerprint() != config.fingerprint()
+    import yaml
+
+    judge = yaml.safe_load((ROOT / "configs/dpo/eval_generator.yaml").read_text())["judge"]
+    assert judge["model"]  # the evaluation config (MT-Bench, HelpSteer2) is the one the paper config names
+    assert "eval_generator.yaml" in path.read_text()
