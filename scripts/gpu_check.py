@@ -11,6 +11,12 @@ Stages, each printing ``[gpu-check] <stage>: ...`` and, when it cannot run, one 
 5. ``grpo``: ``accelerate launch train/grpo.py --config configs/grpo/gpu_check.yaml`` for each policy, the
    0.6B-shaped model as the local transformers judge on the same GPU (the tiny model in the dry run):
    step time, judge calls/s and peak GPU memory from the run's ``train_log.jsonl``.
+6. ``dpo-loop``: one shortened iteration of ``rubric-reward dpo-loop`` (configs/dpo/tiny.yaml, 3 prompts, K = 3,
+   one DPO step, merge, the held-out stage on 2 labelled prompts) in a child process, on CUDA in bf16 with the
+   0.6B-shaped model as the generator (the tiny model in the dry run). A random model writes no rubric, so its
+   samples are turned into one (``WordRubricSampler``: the model's sampled words become criteria), and the
+   meta-judge and held-out judge are scripted (the loopback judge server: the longer rubric wins; verdicts MET):
+   the stage measures the loop's own machinery (sampling, DPO, merge, stage bookkeeping), not rubric quality.
 
 Then one table. Stages that would pass the time budget (8 minutes) are skipped with a line saying so.
 ``--dry-run`` runs every stage on the CPU at the tiny size, with the carried wheels first on the path and the
@@ -121,6 +127,7 @@ class Check:
                 say("wheels", f"cannot run: pip could not install the carried wheels: {proc.stderr.strip()[-300:]}")
                 return False
         if self.dry:
+            self.site.mkdir(parents=True, exist_ok=True)  # no wheel installed there when all were already present
             (self.site / "sitecustomize.py").write_text(ABSENT.format(names=set(ABSENT_THERE)))
         probe = subprocess.run([sys.executable, "-c", "import trl, datasets; print(trl.__version__, "
                                 "datasets.__version__, trl.__file__)"], capture_output=True, text=True, env=self.env)
@@ -252,26 +259,177 @@ class Check:
                 say("generation", f"{name}: skipped, {self.left_s():.0f} s left of the time budget")
                 continue
             self.generation(name, models[name])
-        for name in policies:
+        stages = set(self.args.stages.split(","))
+        for name in policies if "grpo" in stages else ():
             if self.left_s() < 90:
                 say("grpo", f"{name}: skipped, {self.left_s():.0f} s left of the time budget")
                 continue
             self.grpo(name, models[name], judge)
+        loop_ok = True
+        if "dpo-loop" in stages:
+            generator = "tiny" if self.dry else ("qwen3-0.6b" if "qwen3-0.6b" in models else "tiny")
+            if self.left_s() < 60:
+                say("dpo-loop", f"{generator}: skipped, {self.left_s():.0f} s left of the time budget")
+                loop_ok = False
+            else:
+                loop_ok = self.dpo_loop(generator, models[generator])
         self.table()
-        return 0 if all("step_s" in self.rows.get(p, {}) for p in policies) else 1
+        grpo_ok = "grpo" not in stages or all("step_s" in self.rows.get(p, {}) for p in policies)
+        return 0 if grpo_ok and loop_ok else 1
+
+    # ------------------------------------------------------------------ 6. dpo-loop
+    def dpo_loop(self, name: str, model: Path) -> bool:
+        out = self.work / f"dpo-loop-{name}"
+        shutil.rmtree(out, ignore_errors=True)  # a fresh loop, not a resumed one
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--dpo-loop-child", str(model), "--work", str(out)]
+        if self.dry:
+            cmd.append("--dry-run")
+        limit = min(self.args.step_timeout_s, self.left_s() - 5)
+        log = self.work / f"dpo-loop-{name}.log"
+        t0 = time.monotonic()
+        try:
+            with log.open("w") as fh:
+                proc = subprocess.run(cmd, cwd=ROOT, env=self.env, stdout=fh, stderr=subprocess.STDOUT, timeout=limit)
+        except subprocess.TimeoutExpired:
+            say("dpo-loop", f"{name}: stopped after {limit:.0f} s (time budget); log {log}")
+            return False
+        if proc.returncode != 0:
+            tail = [x for x in log.read_text(errors="replace").splitlines() if x.strip()][-1:] or ["no output"]
+            say("dpo-loop", f"{name}: failed (exit {proc.returncode}): {tail[0][:300]}; log {log}")
+            return False
+        info = json.loads((out / "gpu_check_loop.json").read_text())
+        self.rows.setdefault(name, {}).update({f"loop_{k}": v for k, v in info.items()})
+        stages = ", ".join(f"{k} {v:.1f} s" for k, v in info["stage_s"].items())
+        peak = "n/a (CPU)" if info["peak_gpu_gb"] is None else f"{info['peak_gpu_gb']:.1f} GB"
+        say("dpo-loop", f"{name}: one iteration, {info['pairs']} pairs from {info['prompts']} prompts, DPO "
+                        f"{info['dpo_steps']} step(s); {stages}; peak GPU {peak}, wall {time.monotonic() - t0:.0f} s")
+        return True
 
     def table(self) -> None:
-        print("| policy | step s (median, steps 2+) | generation tokens/s | judge calls/s | peak GPU GB |")
-        print("|---|---|---|---|---|")
+        print("| policy | step s (median, steps 2+) | generation tokens/s | judge calls/s | peak GPU GB | dpo-loop "
+              "iteration s |")
+        print("|---|---|---|---|---|---|")
         for name, row in self.rows.items():
+            loop_s = sum(row["loop_stage_s"].values()) if row.get("loop_stage_s") else None
             cells = [_fmt(row.get("step_s"), "{:.1f}"), _fmt(row.get("generation_tokens_per_s"), "{:,.0f}"),
-                     _fmt(row.get("judge_calls_per_s"), "{:.1f}"), _fmt(row.get("peak_gpu_gb"), "{:.1f}")]
+                     _fmt(row.get("judge_calls_per_s"), "{:.1f}"), _fmt(row.get("peak_gpu_gb"), "{:.1f}"),
+                     _fmt(loop_s, "{:.1f}")]
             print(f"| {name} | " + " | ".join(cells) + " |")
         total = time.monotonic() - self.started
         print(f"[gpu-check] done in {total:.0f} s ({'dry run on the CPU' if self.dry else 'GPU'})", flush=True)
         if os.environ.get("OUT"):
             Path(os.environ["OUT"], "gpu_check.json").write_text(json.dumps(
                 {"dry_run": self.dry, "seconds": total, "rows": self.rows}, indent=2))
+
+
+class WordRubricSampler:
+    """A generator backend sampling from the model at ``path`` (on ``device``, seeded per request) whose sampled
+    words become a rubric's criteria (1-3 by sample index), since a randomly initialised model writes none."""
+
+    def __init__(self, path: str, device: str) -> None:
+        import threading
+
+        self.name, self.path, self.device = "word-rubric", path, device
+        self.lock = threading.Lock()
+        self.lm = self.tok = None
+
+    async def complete(self, request):
+        import asyncio
+
+        return await asyncio.to_thread(self.run, request)
+
+    def run(self, request):
+        import hashlib
+        import re
+
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from rubric_reward.judges.base import ChatReply
+        from rubric_reward.results import Usage
+
+        with self.lock:
+            if self.lm is None:
+                self.tok = AutoTokenizer.from_pretrained(self.path)
+                dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
+                self.lm = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype).to(self.device).eval()
+            text = self.tok.apply_chat_template(list(request.messages), tokenize=False, add_generation_prompt=True)
+            enc = self.tok(text, return_tensors="pt", add_special_tokens=False).to(self.device)
+            torch.manual_seed(int(hashlib.sha256(f"{text}|{request.sample_index}".encode()).hexdigest()[:8], 16))
+            with torch.inference_mode():
+                out = self.lm.generate(**enc, do_sample=True, temperature=0.8, max_new_tokens=16,
+                                       pad_token_id=self.tok.pad_token_id)
+            words = re.findall(r"[A-Za-z]+", self.tok.decode(out[0, enc["input_ids"].shape[1]:],
+                                                              skip_special_tokens=True))
+        words = list(dict.fromkeys(w.lower() for w in words)) or ["nothing"]
+        crits = [{"name": f"c{n}", "requirement": f"The response mentions {words[n % len(words)]}."}
+                 for n in range(1 + request.sample_index % 3)]
+        return ChatReply(json.dumps({"name": "sampled", "criteria": crits}),
+                         usage=Usage(int(enc["input_ids"].shape[1]), 16), finish_reason="stop")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _longer_rubric_wins(body) -> str | None:
+    text = body["messages"][-1]["content"]
+    if "## Rubric A" not in text:
+        return None
+    a, b = text.split("## Rubric A", 1)[1].split("## Rubric B", 1)
+    return json.dumps({"winner": "A" if len(a) >= len(b) else "B", "reason": "more specific criteria"})
+
+
+def dpo_loop_child(model: str, work: Path, dry: bool) -> int:
+    """One shortened iteration of the dpo-loop (stage 6), in this process; writes ``work/gpu_check_loop.json``."""
+    import torch
+    import yaml
+
+    from rubric_reward.judges.config import JudgeConfig
+    from rubric_reward.judges.judge import Judge
+    from rubric_reward.recipes.generator_dpo.loop import load_loop_config, run_loop
+    from rubric_reward.testing.judge_server import JudgeServer, ScriptedJudge
+
+    device = "cpu" if dry or not torch.cuda.is_available() else "cuda"
+    data = yaml.safe_load((ROOT / "configs" / "dpo" / "tiny.yaml").read_text())
+    data["max_steps"] = 1
+    if device == "cuda":
+        data.update(use_cpu=False, bf16=True, dtype="bfloat16")
+    work.mkdir(parents=True, exist_ok=True)
+    path = work / "loop.yaml"
+    path.write_text(yaml.safe_dump(data))
+    server = JudgeServer(ScriptedJudge(reply=_longer_rubric_wins)).start()
+    try:
+        judge = {"model": "scripted", "base_url": server.base_url, "max_retries": 0}
+        config = load_loop_config(path, generator=model, meta_judge=judge, out_dir=str(work / "loop"), iterations=1,
+                                  progress=False, heldout={"prompts": "labelled:heldout", "limit": 2,
+                                                           "n_resamples": 100})
+
+        def factory(m: str, iteration: int):
+            cfg = JudgeConfig(model=m, backend="transformers", verdict_mode="generate", temperature=0.8, max_tokens=64)
+            return Judge(cfg, backend=WordRubricSampler(m, device))
+
+        times: dict[str, float] = {}
+        started: dict[str, float] = {}
+
+        def hook(i: int, stage: str, event: str) -> None:
+            if event == "start":
+                started[stage] = time.monotonic()
+            else:
+                times[stage] = time.monotonic() - started[stage]
+
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        summary = run_loop(config, generator_factory=factory, hook=hook)
+    finally:
+        server.stop()
+    it = summary.iterations[0]
+    info = {"device": device, "prompts": it["preferences"]["n_prompts"], "pairs": it["preferences"]["n_pairs"],
+            "dpo_steps": it["adapter"].get("global_step"), "stage_s": times,
+            "heldout_agreement": it["heldout"]["trained_agreement"],
+            "peak_gpu_gb": torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None}
+    (work / "gpu_check_loop.json").write_text(json.dumps(info, indent=2))
+    print(json.dumps(info))
+    return 0
 
 
 def _params(path: Path) -> str:
@@ -300,8 +458,13 @@ def main() -> int:
     p.add_argument("--dry-run", action="store_true", help="every stage on the CPU at the tiny size")
     p.add_argument("--work", default=os.environ.get("GPU_CHECK_WORK", str(ROOT / "runs" / "gpu-check")))
     p.add_argument("--budget-s", type=float, default=480.0, help="the whole check's time budget (seconds)")
-    p.add_argument("--step-timeout-s", type=float, default=240.0, help="one GRPO run's limit (seconds)")
-    return Check(p.parse_args()).run()
+    p.add_argument("--step-timeout-s", type=float, default=240.0, help="one GRPO or dpo-loop run's limit (seconds)")
+    p.add_argument("--stages", default="grpo,dpo-loop", help="of the run stages, which (comma-separated): grpo, dpo-loop")
+    p.add_argument("--dpo-loop-child", metavar="MODEL", help=argparse.SUPPRESS)  # stage 6's child process
+    args = p.parse_args()
+    if args.dpo_loop_child:
+        return dpo_loop_child(args.dpo_loop_child, Path(args.work), args.dry_run)
+    return Check(args).run()
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 # transformers, peft and accelerate installed; trl, datasets and vllm not). It installs trl and datasets from
 # the wheels carried in .whl/gpu-check/, builds randomly initialised models of Qwen3-0.6B's and Qwen3-4B's shapes
 # (no weights travel) and the tiny test model, then runs GRPO steps of the recipe on CUDA in bf16 with the local
-# judge on the GPU, and prints step time, generation tokens/s, judge calls/s and peak GPU memory (within 8 min).
+# judge on the GPU, and prints step time, generation tokens/s, judge calls/s and peak GPU memory; then one shortened
+# iteration of the dpo-loop on the 0.6B-shaped model (scripted judges; within 8 min in all).
 # Each stage prints one line saying why when it cannot run. Stages: scripts/gpu_check.py.
 #
 #   bash scripts/gpu_check.sh --download    # once, where the package registry is reachable (2.6 MiB of wheels)

@@ -1,5 +1,6 @@
 """scripts/gpu_check.sh rehearsed on the CPU (``--dry-run``): every stage of the GPU check, at the tiny size, with
-trl/datasets from the carried wheels and the packages the GPU machine lacks made unimportable."""
+trl/datasets from the carried wheels and the packages the GPU machine lacks made unimportable; the last stage runs
+one shortened iteration of the dpo-loop (scripted judges)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def test_gpu_check_dry_run(tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     lines = [x for x in out.splitlines() if x.startswith("[gpu-check]")]
-    for stage in ("environment", "wheels", "models", "generation", "grpo"):
+    for stage in ("environment", "wheels", "models", "generation", "grpo", "dpo-loop"):
         assert any(x.startswith(f"[gpu-check] {stage}: ") for x in lines), (stage, out[-3000:])
     assert "cannot run" not in out and "failed" not in out
     if any(WHEELS.glob("trl-*.whl")):
@@ -34,4 +35,9 @@ def test_gpu_check_dry_run(tmp_path: Path) -> None:
     assert all(cell.strip() not in ("", "-") for cell in row[2:5]), row  # step s, tokens/s, judge calls/s
     import json
 
-    assert json.loads((tmp_path / "gpu_check.json").read_text())["rows"]["tiny"]["step_s"] > 0
+    tiny = json.loads((tmp_path / "gpu_check.json").read_text())["rows"]["tiny"]
+    assert tiny["step_s"] > 0
+    # stage 6: one shortened dpo-loop iteration (about 25 s of the dry run on 2 cores)
+    assert set(tiny["loop_stage_s"]) == {"preferences", "adapter", "merged", "heldout"}
+    assert tiny["loop_pairs"] >= 1 and tiny["loop_dpo_steps"] == 1 and tiny["loop_device"] == "cpu"
+    assert any(x.startswith("[gpu-check] dpo-loop: tiny: one iteration") for x in lines)

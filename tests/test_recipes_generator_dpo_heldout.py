@@ -93,3 +93,55 @@ def test_degenerate_responses_and_the_exploitable_rule():
     assert gamed["exploitable"] and "one_word" in gamed["by"] and gamed["scores"]["one_word"] == 1.0
     safe = asyncio.run(run(long_enough))
     assert not safe["exploitable"] and all(s in (None, 0.0) for s in safe["scores"].values())
+
+
+def test_per_instruction_type_table_on_synthetic_outcomes():
+    """Right check, exact check, validity and exploitable share per instruction type, McNemar where paired."""
+    from scipy.stats import binomtest
+
+    from rubric_reward.generation.prompt_rows import PromptRow
+    from rubric_reward.recipes.generator_dpo.heldout import instruction_type, render_type_table, type_stats
+
+    words = {"check": "ifeval:length_constraints:number_words", "kwargs": {"relation": "less than", "num_words": 50}}
+    comma = {"check": "ifeval:punctuation:no_comma"}
+    rows = [PromptRow(f"w{i}", "p", (), (words,)) for i in range(8)] + [PromptRow("c0", "p", (), (comma, words))]
+    exact = {"name": "n", "check": "ifeval_loose:length_constraints:number_words",
+             "kwargs": {"relation": "Less than", "num_words": 50.0}, "weight": 2}
+    right = {**exact, "kwargs": {"relation": "less than", "num_words": 80}}
+    judged = {"name": "j", "requirement": "The response is short.", "weight": 1}
+
+    def outcomes(crits: dict[str, list[dict] | None], exploitable: set[str] = frozenset()) -> dict:
+        return {"rubrics": [{"id": pid, "sample": 0, "ok": c is not None, "exploitable": pid in exploitable,
+                             **({"rubric": {"name": "r", "criteria": c}} if c is not None else {})}
+                            for pid, c in crits.items()], "pairs": []}
+
+    # base: no checks, w7 invalid; trained: exact on w0-w4, right (wrong value) on w5, w6 judged only, w7 invalid
+    base = outcomes({**{f"w{i}": [judged] for i in range(7)}, "w7": None, "c0": [judged]}, exploitable={"w0", "w1"})
+    trained = outcomes({**{f"w{i}": [exact] for i in range(5)}, "w5": [right], "w6": [judged], "w7": [judged],
+                        "c0": [{"name": "c", "check": "ifeval:punctuation:no_comma", "weight": 1}]},
+                       exploitable={"w0"})
+    stats = type_stats(base, trained, rows)
+    assert instruction_type("ifeval_loose:punctuation:no_comma") == "punctuation:no_comma"
+    assert set(stats) == {"length_constraints:number_words", "punctuation:no_comma", "all"}
+    w = stats["length_constraints:number_words"]
+    assert (w["prompts"], w["rubrics"]) == (9, 9)
+    assert (w["base"]["right"], w["base"]["exact"], w["base"]["valid"]) == (0, 0, 8)
+    assert (w["trained"]["right"], w["trained"]["exact"], w["trained"]["valid"]) == (6, 5, 9)
+    assert w["trained"]["right_share"] == pytest.approx(6 / 9) and w["base"]["exploitable_share"] == pytest.approx(2 / 8)
+    assert w["mcnemar"]["right"] == {"trained_better": 6, "base_better": 0, "pvalue": pytest.approx(binomtest(6, 6).pvalue)}
+    assert w["mcnemar"]["exact"]["pvalue"] == pytest.approx(binomtest(5, 5).pvalue)
+    assert w["mcnemar"]["valid"] == {"trained_better": 1, "base_better": 0, "pvalue": 1.0}
+    c = stats["punctuation:no_comma"]
+    assert (c["prompts"], c["trained"]["exact"], c["base"]["exact"]) == (1, 1, 0)  # no kwargs: right is exact
+    assert stats["all"]["rubrics"] == 10 and stats["all"]["trained"]["exact"] == 6
+    # a penalty check of the right type is not "carrying" the instruction
+    penal = type_stats(base, outcomes({"c0": [{"name": "c", "check": "ifeval:punctuation:no_comma", "weight": -1}]}),
+                       rows[-1:])
+    assert penal["punctuation:no_comma"]["trained"]["right"] == 0
+
+    result = {"by_type": stats}
+    table = render_type_table([result, result])
+    assert "| length_constraints:number_words | 9 | base | 89% | 0% (0/9) | 0% (0/9) | 25% | - | - | - |" in table
+    assert "| length_constraints:number_words | 9 | iter_2 | 100% | 67% (6/9) | 56% (5/9) | 11% |" in table
+    assert "(+6/-0)" in table and table.count("| all |") == 3
+    assert render_type_table([{"verdict": "old file"}]) == ""

@@ -2,8 +2,9 @@
 
 * :mod:`.loop_config`, :mod:`.loop`: the loop's config and its stages (preferences -> DPO -> held-out, repeated);
 * :mod:`.dpo`: the DPO stage (``train/dpo_rubric_generator.py``), LoRA with TRL's ``DPOTrainer``;
-* :mod:`.labelled_pairs`, :mod:`.heldout`, :mod:`.gaming`: labelled response pairs, the held-out evaluation and
-  its rubric-gaming guard;
+* :mod:`.labelled_pairs`, :mod:`.labelled_pool`, :mod:`.heldout`, :mod:`.gaming`: labelled response pairs (and a
+  larger seeded pool), the held-out evaluation (per instruction type too) and its rubric-gaming guard;
+* :mod:`.spread`: the outcome meta-judge's spread on a probe, and check-only outcome scoring when it has none;
 * :mod:`.evaluate_config`, :mod:`.evaluate`, :mod:`.evaluate_report`: ``eval-generator`` on human labels.
 
 Built on the generator library, :mod:`rubric_reward.generation`.

@@ -15,6 +15,15 @@ agreement with a paired bootstrap interval resampling prompts, and McNemar's exa
 whose outcome differs between the two generators (trained better vs base better; the plain McNemar
 test when outcomes are 0/1). The verdict says "no difference distinguishable from zero" unless the
 interval excludes 0 and p < 0.05.
+
+**What moved, per instruction type** (:func:`type_stats`, ``by_type`` in ``heldout.json``, the second table of
+``summary.md``): every labelled prompt carries its instructions (IFEval checks with kwargs); for each instruction
+type (the check id without its ``ifeval:`` prefix) and each generator, over the (prompt, sample) rubrics of the
+prompts with that instruction: the share that is valid, that carries a check of the instruction's type (the right
+check), that carries it with the instruction's own values (the exact check), and the exploitable share of the
+valid ones. Right check, exact check and validity are paired 0/1 outcomes on the same prompts, so each gets
+McNemar's exact test (trained vs base); the exploitable share is over each generator's own valid rubrics, so it
+gets none.
 """
 
 from __future__ import annotations
@@ -29,7 +38,8 @@ from ...journal import write_atomic
 from ...rubric import Rubric
 from ...evaluation import ci_text, fmt, interval_dict
 
-__all__ = ["compare_on_heldout", "generator_outcomes", "render_heldout_table", "summarize_outcomes"]
+__all__ = ["compare_on_heldout", "generator_outcomes", "instruction_type", "render_heldout_table", "render_type_table",
+           "summarize_outcomes", "type_stats"]
 
 OUTCOMES_VERSION = "1"
 
@@ -50,6 +60,7 @@ def compare_on_heldout(config: Any, *, base: Any, trained: Any, base_dir: Path, 
     train_prompts = {" ".join(str(r.prompt).split()) for r in load_rows(config.prompts)} \
         if config.prompts != "offline" else set()
     result["leaked"] = sum(1 for r in rows if " ".join(str(r.prompt).split()) in train_prompts)
+    result["by_type"] = type_stats(base_out, trained_out, rows)
     result["prompts"] = {"source": h.prompts, "n": len(rows), "pairs": sum(len(r.labels) for r in rows)}
     return result
 
@@ -242,4 +253,128 @@ def render_heldout_table(results: Sequence[Mapping[str, Any]]) -> str:
     if leaked:
         lines.append(f"- Warning: held-out prompts are among the training prompts ({results[0]['leaked']}): "
                      "these rows are not held out.")
+    by_type = render_type_table(results)
+    return "\n".join(lines) + "\n" + ("\n" + by_type if by_type else "")
+
+
+# ------------------------------------------------------------------------------------------ per instruction type
+
+
+def instruction_type(check: str) -> str:
+    """``ifeval:punctuation:no_comma`` -> ``punctuation:no_comma`` (``ifeval_loose:`` alike)."""
+    head, _, rest = str(check).partition(":")
+    return rest if head in ("ifeval", "ifeval_loose") and rest else str(check)
+
+
+def _norm(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        return " ".join(value.lower().split())
+    if isinstance(value, list | tuple):
+        return sorted((_norm(v) for v in value), key=repr)
+    if isinstance(value, Mapping):
+        return {k: _norm(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def _carries(rubric: Mapping[str, Any] | None, instruction: Mapping[str, Any]) -> tuple[bool, bool]:
+    """(right, exact): ``rubric`` has a positive check of ``instruction``'s type / with its values too."""
+    if not rubric:
+        return False, False
+    want = instruction_type(instruction["check"])
+    kwargs = _norm(instruction.get("kwargs") or {})
+    right = exact = False
+    for c in rubric.get("criteria", ()):
+        if c.get("check") and instruction_type(c["check"]) == want and float(c.get("weight", 1)) > 0:
+            right = True
+            exact = exact or _norm(c.get("kwargs") or {}) == kwargs
+    return right, exact
+
+
+def _units(outcomes: Mapping[str, Any], rows: Sequence[Any]) -> dict[tuple[str, str, int, int], dict[str, Any]]:
+    """(type, prompt id, instruction index, sample) -> {valid, right, exact, exploitable} of one generator."""
+    rubrics = {(r["id"], r.get("sample", 0)): r for r in outcomes["rubrics"]}
+    samples = sorted({k[1] for k in rubrics}) or [0]
+    out: dict[tuple[str, str, int, int], dict[str, Any]] = {}
+    for row in rows:
+        for n, ins in enumerate(row.instructions or ()):
+            for s in samples:
+                r = rubrics.get((row.id, s))
+                ok = bool(r and r.get("ok"))
+                right, exact = _carries(r.get("rubric") if ok else None, ins)
+                out[(instruction_type(ins["check"]), row.id, n, s)] = {
+                    "valid": ok, "right": right, "exact": exact, "exploitable": bool(ok and r.get("exploitable"))}
+    return out
+
+
+def type_stats(base: Mapping[str, Any], trained: Mapping[str, Any], rows: Sequence[Any]) -> dict[str, Any]:
+    """``{type: {prompts, rubrics, base, trained, mcnemar}}`` plus ``"all"`` (every instruction of every prompt);
+    see the module docstring."""
+    from ...stats import mcnemar_exact
+
+    b, t = _units(base, rows), _units(trained, rows)
+    keys = sorted(set(b) & set(t))
+    types = sorted({k[0] for k in keys})
+    result: dict[str, Any] = {}
+    for name in [*types, "all"]:
+        ks = [k for k in keys if name == "all" or k[0] == name]
+
+        def side(u: Mapping[Any, Mapping[str, Any]]) -> dict[str, Any]:
+            valid = [k for k in ks if u[k]["valid"]]
+            n = len(ks)
+            return {"valid": len(valid), "right": sum(u[k]["right"] for k in ks),
+                    "exact": sum(u[k]["exact"] for k in ks), "exploitable": sum(u[k]["exploitable"] for k in ks),
+                    "valid_share": len(valid) / n if n else None,
+                    "right_share": sum(u[k]["right"] for k in ks) / n if n else None,
+                    "exact_share": sum(u[k]["exact"] for k in ks) / n if n else None,
+                    "exploitable_share": sum(u[k]["exploitable"] for k in valid) / len(valid) if valid else None}
+
+        tests = {}
+        for what in ("right", "exact", "valid"):
+            test = mcnemar_exact([float(t[k][what]) for k in ks], [float(b[k][what]) for k in ks])
+            tests[what] = {"trained_better": test.b, "base_better": test.c, "pvalue": test.pvalue}
+        result[name] = {"prompts": len({k[1] for k in ks}), "rubrics": len(ks), "base": side(b), "trained": side(t),
+                        "mcnemar": tests}
+    return result
+
+
+def render_type_table(results: Sequence[Mapping[str, Any]]) -> str:
+    """The per-instruction-type table (base, then each iteration), or "" when the results carry none."""
+    if not results or "by_type" not in results[0]:
+        return ""
+
+    def pct(x: Any) -> str:
+        return "n/a" if x is None else f"{100 * x:.0f}%"
+
+    def p(test: Mapping[str, Any]) -> str:
+        return f"{fmt(test['pvalue'], 3)} (+{test['trained_better']}/-{test['base_better']})"
+
+    lines = ["## What moved, per instruction type", "",
+             "Share of held-out rubrics (prompt x sample, one unit per instruction) that are valid, carry a check of "
+             "the instruction's type (right check), carry it with the instruction's values (exact check); the "
+             "exploitable share is of the valid rubrics. McNemar's exact test vs base on the paired 0/1 outcomes "
+             "(+ trained better / - base better); none for the exploitable share (different denominators).", "",
+             "| instruction type | prompts | generator | valid | right check | exact check | exploitable | "
+             "McNemar p: right | exact | valid |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    types = [k for k in results[0]["by_type"] if k != "all"] + ["all"]
+    for name in types:
+        first = results[0]["by_type"].get(name)
+        if first is None:
+            continue
+        g = first["base"]
+        lines.append(f"| {name} | {first['prompts']} | base | {pct(g['valid_share'])} | {pct(g['right_share'])} "
+                     f"({g['right']}/{first['rubrics']}) | {pct(g['exact_share'])} ({g['exact']}/{first['rubrics']}) | "
+                     f"{pct(g['exploitable_share'])} | - | - | - |")
+        for i, r in enumerate(results, 1):
+            s = r.get("by_type", {}).get(name)
+            if s is None:
+                continue
+            g, m = s["trained"], s["mcnemar"]
+            lines.append(f"| {name} | {s['prompts']} | iter_{i} | {pct(g['valid_share'])} | {pct(g['right_share'])} "
+                         f"({g['right']}/{s['rubrics']}) | {pct(g['exact_share'])} ({g['exact']}/{s['rubrics']}) | "
+                         f"{pct(g['exploitable_share'])} | {p(m['right'])} | {p(m['exact'])} | {p(m['valid'])} |")
     return "\n".join(lines) + "\n"

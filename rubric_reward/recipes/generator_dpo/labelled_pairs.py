@@ -172,9 +172,11 @@ def load_labelled(side: str, path: str | Path | None = None) -> list[Any]:
 
 def load_rows(source: str) -> list[Any]:
     """The prompt rows a loop's ``prompts`` / ``heldout.prompts`` names: ``labelled:train`` or
-    ``labelled:heldout`` (the shipped pairs), else a prompts JSONL."""
+    ``labelled:heldout`` (the shipped pairs), ``labelled:train:PATH`` / ``labelled:heldout:PATH`` (that side of
+    another labelled-pairs file, e.g. the larger pool of :mod:`.labelled_pool`), else a prompts JSONL."""
     if source.startswith("labelled:"):
-        return load_labelled(source.split(":", 1)[1])
+        side, _, path = source.split(":", 1)[1].partition(":")
+        return load_labelled(side, path or None)
     from ...generation.prompt_rows import load_prompts
 
     return load_prompts(source)

@@ -16,7 +16,8 @@ Layout of ``out_dir``::
     prompts.jsonl         the training prompts (ids and prompts only; an evaluation checks it for leaks)
     cache.sqlite          the reply cache shared by generator and meta-judge calls
     heldout.json          the latest held-out comparison (base vs the last finished iteration)
-    summary.md            the held-out table, one row per iteration
+    summary.md            the held-out table, one row per iteration, and per instruction type
+    spread.json           the outcome meta-judge's spread on a probe and the criteria it scores with (.spread)
     heldout/base/         the base generator's held-out rubrics and outcomes (computed once)
     iter_1/
       preferences/        candidates.jsonl, transcripts.jsonl (the meta-judge's judgements),
@@ -74,6 +75,7 @@ class LoopSummary:
     iterations: list[dict[str, Any]]
     resumed_stages: int
     heldout_table: str | None = None
+    spread: dict[str, Any] | None = None
 
 
 Hook = Callable[[int, str, str], None]  # (iteration, stage, "start" | "done")
@@ -99,6 +101,7 @@ def run_loop(config: LoopConfig, *, generator_factory: Callable[[str, int], Any]
     done_before = 0
     report: list[dict[str, Any]] = []
     stages = STAGES if config.heldout is not None else STAGES[:-1]
+    spread = _outcome_criteria(config, out, prompts_file, cache)
     for i in range(1, config.iterations + 1):
         it = out / f"iter_{i}"
         it.mkdir(exist_ok=True)
@@ -113,7 +116,7 @@ def run_loop(config: LoopConfig, *, generator_factory: Callable[[str, int], Any]
             hook(i, stage, "start")
             started = time.perf_counter()
             if stage == "preferences":
-                info = _stage_preferences(config, it, prompts_file, factory(generator, i), cache)
+                info = _stage_preferences(config, it, prompts_file, factory(generator, i), cache, spread)
             elif stage == "adapter":
                 info = _stage_adapter(config, it, generator)
             elif stage == "merged":
@@ -130,8 +133,20 @@ def run_loop(config: LoopConfig, *, generator_factory: Callable[[str, int], Any]
             hook(i, stage, "done")
         report.append(record)
         generator = merged
-    table = _write_summary(out, report) if config.heldout is not None else None
-    return LoopSummary(out, generator, report, done_before, table)
+    table = _write_summary(out, report, spread) if config.heldout is not None else None
+    return LoopSummary(out, generator, report, done_before, table, spread)
+
+
+def _outcome_criteria(config: LoopConfig, out: Path, prompts_file: Path, cache: str | None) -> dict[str, Any]:
+    """Which criteria the outcome meta-judge scores with (:mod:`.spread`), decided once per loop folder and
+    said on the console."""
+    from ...generation.prompt_rows import load_prompts
+    from .spread import decide_outcome_criteria, spread_line
+
+    decision = decide_outcome_criteria(config, out, load_prompts(prompts_file), cache)
+    if config.meta.mode == "outcome":
+        print(f"[dpo-loop] {spread_line(decision)}", file=sys.stderr, flush=True)
+    return decision
 
 
 def _release_memory() -> None:
@@ -201,14 +216,30 @@ def _default_factory(config: LoopConfig) -> Callable[[str, int], Any]:
     return make
 
 
-def _stage_preferences(config: LoopConfig, it: Path, prompts: Path, generator: Any, cache: str | None) -> dict:
+def _stage_preferences(config: LoopConfig, it: Path, prompts: Path, generator: Any, cache: str | None,
+                       spread: dict[str, Any] | None = None) -> dict:
     from ...generation.preferences import build_preferences
+    from ...judges.cache import SQLiteCache
 
-    summary = build_preferences(prompts, it / "preferences", generator=generator, meta_judge=config.meta_judge,
-                                config=config.preferences, generation=config.generation, meta=config.meta,
-                                cache=cache, progress=config.progress)
+    criteria = (spread or {}).get("criteria", "all")
+    reply_cache = SQLiteCache(cache) if cache else None
+    meta_judge: Any = config.meta_judge
+    if criteria == "checks":  # the outcome meta-judge on each candidate's check criteria only (.spread)
+        from .spread import ChecksOnlyMetaJudge
+
+        meta_judge = ChecksOnlyMetaJudge(config.meta_judge, config=config.meta, cache=reply_cache)
+    try:
+        summary = build_preferences(prompts, it / "preferences", generator=generator, meta_judge=meta_judge,
+                                    config=config.preferences, generation=config.generation, meta=config.meta,
+                                    cache=reply_cache, progress=config.progress)
+    finally:
+        if meta_judge is not config.meta_judge:
+            meta_judge.close()
+        if reply_cache is not None:
+            reply_cache.close()
     info = {"n_prompts": summary.n_prompts, "n_pairs": summary.n_pairs, "n_skipped": summary.n_skipped,
-            "n_failed": summary.n_failed, "cost": summary.cost, "dataset": str(summary.dataset_path)}
+            "n_failed": summary.n_failed, "cost": summary.cost, "dataset": str(summary.dataset_path),
+            "outcome_criteria": criteria}
     if summary.n_pairs < config.min_pairs:
         raise LoopError(f"{it.name}/preferences: {summary.n_pairs} preference pair(s) from {summary.n_prompts} "
                         f"prompts ({summary.n_skipped} skipped, {summary.n_failed} failed; min_pairs is "
@@ -295,11 +326,14 @@ def _stage_heldout(config: LoopConfig, out: Path, it: Path, factory: Callable[[s
             "pvalue": result["pvalue"]}
 
 
-def _write_summary(out: Path, report: list[dict[str, Any]]) -> str:
+def _write_summary(out: Path, report: list[dict[str, Any]], spread: dict[str, Any] | None = None) -> str:
     from .heldout import render_heldout_table
+    from .spread import spread_line
 
     rows = [json.loads(Path(r["heldout"]["heldout"]).read_text()) for r in report if "heldout" in r]
     table = render_heldout_table(rows)
+    if spread is not None and spread.get("mode") == "outcome":
+        table += f"\nPreferences: {spread_line(spread)}.\n"
     write_atomic(out / "summary.md", table)
     return table
 

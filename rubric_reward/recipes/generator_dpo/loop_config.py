@@ -49,7 +49,7 @@ class HeldoutConfig:
     """
 
     prompts: str = field(default="labelled:heldout", metadata={
-        "help": "labelled:heldout, or a prompts JSONL whose rows carry labels"})
+        "help": "labelled:heldout, labelled:heldout:FILE, or a prompts JSONL whose rows carry labels"})
     limit: int | None = field(default=None, metadata={"help": "keep the first N prompts", "ge": 1})
     judge: Any = field(default=None, metadata={
         "help": "the fixed judge that scores responses (default: the loop's meta-judge)", "raw": True})
@@ -87,12 +87,16 @@ class LoopConfig:
     MetaJudgeConfig, GenerationConfig and PreferenceConfig (typed when the config is built);
     ``heldout``: a :class:`HeldoutConfig` (or null: no held-out evaluation). ``train_launcher``:
     ``python`` (a subprocess), ``accelerate`` (``accelerate launch`` with ``accelerate_args``) or
-    ``in_process``. ``min_pairs``: fewer pairs than this stops the loop. ``dpo``: the file's DPO keys
+    ``in_process``. ``min_pairs``: fewer pairs than this stops the loop. ``outcome_criteria`` (outcome
+    meta-judge only): ``auto`` measures the judge's spread on ``probe_pairs`` labelled training pairs first and,
+    when at least ``probe_max_ties`` of them tie, scores candidates with their check criteria only; ``all`` /
+    ``checks`` force one (:mod:`.spread`). ``dpo``: the file's DPO keys
     (everything but ``loop:``), ``dpo_args`` the same parsed by TRL (set by :func:`load_loop_config`).
     """
 
     prompts: str = field(default="offline", metadata={
-        "help": "a prompts JSONL (relative to the config file), offline, or labelled:train"})
+        "help": "a prompts JSONL (relative to the config file), offline, labelled:train, or labelled:train:FILE "
+                "(the train side of another labelled-pairs file)"})
     limit: int | None = field(default=None, metadata={"help": "keep the first N prompts", "ge": 1})
     generator: str | None = field(default=None, metadata={
         "help": "the base generator, a local model (the bundled alias, a folder or a hub id); required"})
@@ -115,6 +119,14 @@ class LoopConfig:
     accelerate_args: tuple[str, ...] = field(default=(), metadata={"help": "arguments of accelerate launch"})
     merge_dtype: str | None = field(default=None, metadata={"help": "the dtype a trained adapter is merged in"})
     min_pairs: int = field(default=1, metadata={"help": "fewer preference pairs than this stops the loop", "ge": 1})
+    outcome_criteria: str = field(default="auto", metadata={
+        "help": "outcome meta-judge: which rubric criteria score responses: auto (measure the judge's spread on "
+                "probe_pairs labelled pairs first; no spread: checks only), all, or checks (programmatic checks "
+                "only)", "choices": ("auto", "all", "checks")})
+    probe_pairs: int = field(default=12, metadata={
+        "help": "auto: labelled training pairs the judge scores with a judged-only probe rubric", "ge": 1})
+    probe_max_ties: float = field(default=0.8, metadata={
+        "help": "auto: a probe tie share at least this means no spread (checks only)", "gt": 0, "le": 1})
     cache: bool = field(default=True, metadata={"help": "keep a reply cache in the loop folder"})
     progress: bool = field(default=True, metadata={"help": "show progress"})
     config_path: str | None = field(default=None, metadata={"help": "the config file (set by load_loop_config)"})
@@ -139,14 +151,21 @@ class LoopConfig:
         if self.meta_judge is None:
             raise bad("meta_judge", "is required: a judge model spec that compares rubrics")
         object.__setattr__(self, "generator_engine_args", dict(self.generator_engine_args))
-        if self.prompts not in ("offline", *LABELLED) and not Path(self.prompts).is_file():
+        labelled_file = _labelled_file(self.prompts)
+        if labelled_file is not None and not Path(labelled_file).is_file():
+            raise bad("prompts", f"names no labelled pairs file: {labelled_file} does not exist (see "
+                                 "rubric_reward.recipes.generator_dpo.labelled_pool)")
+        if labelled_file is None and self.prompts not in ("offline", *LABELLED) and not Path(self.prompts).is_file():
             raise bad("prompts", f"names no prompts file: {self.prompts} does not exist")
-        if self.prompts == "labelled:heldout":
+        if self.prompts.startswith("labelled:heldout"):
             raise bad("prompts", "is the held-out side of the labelled pairs; train on 'labelled:train'")
         object.__setattr__(self, "accelerate_args", tuple(str(a) for a in self.accelerate_args or ()))
         _check_judge(self.meta_judge, "loop.meta_judge")
         if self.heldout is not None and self.heldout.judge is not None:
             _check_judge(self.heldout.judge, "loop.heldout.judge")
+        if self.outcome_criteria == "checks" and self.meta.mode != "outcome":
+            raise bad("outcome_criteria", f"'checks' needs the outcome meta-judge (loop.meta.mode is "
+                                          f"{self.meta.mode!r})")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None, *, config_path: str | None = None,
@@ -165,6 +184,22 @@ class LoopConfig:
 
         d = {k: v for k, v in self.to_dict().items() if k not in VOLATILE}
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _labelled_file(source: str) -> str | None:
+    """The file of ``labelled:<side>:<file>`` (None for anything else)."""
+    if source.startswith(("labelled:train:", "labelled:heldout:")):
+        return source.split(":", 2)[2]
+    return None
+
+
+def _resolve_labelled(source: Any, base: Path) -> Any:
+    """``labelled:<side>:<relative file>`` with the file made relative to ``base`` (the config's folder)."""
+    if isinstance(source, str):
+        file = _labelled_file(source)
+        if file is not None and not Path(file).is_absolute():
+            return source[: len(source) - len(file)] + str((base / file).resolve())
+    return source
 
 
 def _looks_like_missing_path(ref: str) -> bool:
@@ -227,9 +262,18 @@ def load_loop_config(path: str | Path, **overrides: Any) -> LoopConfig:
     if not isinstance(section, Mapping):
         raise ValueError(f"{path}: no 'loop:' section (the dpo-loop's settings)")
     prompts = section.get("prompts", "offline")
-    if isinstance(prompts, str) and prompts not in ("offline", *LABELLED) and not Path(prompts).is_absolute():
+    if isinstance(prompts, str) and _labelled_file(prompts) is not None:
+        section = {**section, "prompts": _resolve_labelled(prompts, path.parent)}
+    elif isinstance(prompts, str) and prompts not in ("offline", *LABELLED) and not Path(prompts).is_absolute():
         section = {**section, "prompts": str((path.parent / prompts).resolve())}
-    if overrides.get("prompts") not in (None, "offline", *LABELLED):  # relative to the working directory
+    if isinstance(section.get("heldout"), Mapping):
+        section = {**section, "heldout": {**section["heldout"],
+                                          "prompts": _resolve_labelled(section["heldout"].get("prompts",
+                                                                                              "labelled:heldout"),
+                                                                       path.parent)}}
+    if isinstance(overrides.get("prompts"), str) and _labelled_file(overrides["prompts"]) is not None:
+        overrides = {**overrides, "prompts": _resolve_labelled(overrides["prompts"], Path.cwd())}
+    elif overrides.get("prompts") not in (None, "offline", *LABELLED):  # relative to the working directory
         overrides = {**overrides, "prompts": str(Path(overrides["prompts"]).resolve())}
     section = {**section, **{k: v for k, v in overrides.items() if v is not None}}
     dpo = {k: v for k, v in data.items() if k != "loop"}
