@@ -85,10 +85,11 @@ STEP="upgrading pip"
 pip install -U pip
 
 # torch first, deliberately the CPU build on a machine without a GPU (TORCH_INDEX_URL overrides).
-local_torch_cpu() {  # a +cpu torch that pip finds without any index (find-links, e.g. /opt/wheels)
+local_torch_cpu() {  # the version of a +cpu torch that pip finds without any index (find-links, e.g. /opt/wheels)
   pip install --dry-run --ignore-installed --no-deps --no-index --report - "$TORCH" 2>/dev/null \
     | "$VENV/bin/python" -c "import json, sys
-sys.exit(not any(i['metadata']['version'].endswith('+cpu') for i in json.load(sys.stdin)['install']))"
+found = [i['metadata']['version'] for i in json.load(sys.stdin)['install'] if i['metadata']['version'].endswith('+cpu')]
+print(found[0]) if found else sys.exit(1)"
 }
 torch_args=()
 if [ -n "${TORCH_INDEX_URL+set}" ]; then
@@ -96,8 +97,9 @@ if [ -n "${TORCH_INDEX_URL+set}" ]; then
   else TORCH_FROM="pip's own settings (TORCH_INDEX_URL empty)"; fi
 elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   TORCH_FROM="pip's default index (a GPU is present: the CUDA build)"
-elif local_torch_cpu; then
-  torch_args=(--no-index); TORCH_FROM="the +cpu wheel pip finds on this machine's disk (no GPU)"
+elif LOCAL_CPU="$(local_torch_cpu)" && [ -n "$LOCAL_CPU" ]; then
+  # that exact build; its own dependencies (filelock, sympy, ...) come from pip's usual indexes
+  TORCH="torch==$LOCAL_CPU"; TORCH_FROM="the +cpu wheel pip finds on this machine's disk (no GPU)"
 else
   torch_args=(--index-url "$CPU_INDEX"); TORCH_FROM="$CPU_INDEX (no GPU)"
 fi

@@ -31,7 +31,10 @@ if [[ "$*" == *"--report -"* ]]; then
   [[ "${FAKE_LOCAL_TORCH:-1}" == 1 ]] || exit 1
   echo '{"install": [{"metadata": {"version": "2.13.0+cpu"}}]}'
 fi
-if [[ "$1" == "-c" || "$1" == "-" ]]; then cat > /dev/null; fi  # read what a pipe sends, as python would
+if [[ "$1" == "-c" || "$1" == "-" ]]; then  # read what a pipe sends, as python would
+  input="$(cat)"
+  if [[ "$2" == *"found = "* && "$input" == *"+cpu"* ]]; then echo "2.13.0+cpu"; fi  # install.sh's version pick
+fi
 exit 0
 """
 
@@ -123,13 +126,15 @@ def test_a_failure_says_what_to_change_and_the_rerun_succeeds(repo, script, fail
 
 
 def _torch_call(calls: str) -> str:
-    return next(line for line in calls.splitlines() if line.endswith("torch==2.13.0") and "--report" not in line)
+    return next(line for line in calls.splitlines()
+                if line.endswith(("torch==2.13.0", "torch==2.13.0+cpu")) and "--report" not in line)
 
 
 def test_install_takes_the_local_cpu_wheel_without_an_index_when_there_is_no_gpu(repo):
     proc, calls = _run(repo, "install.sh")
     assert proc.returncode == 0, proc.stderr
-    assert "--no-index" in _torch_call(calls) and "disk" in proc.stderr
+    line = _torch_call(calls)  # that exact build, its dependencies from pip's usual indexes (not --no-index)
+    assert line.endswith("torch==2.13.0+cpu") and "--no-index" not in line and "disk" in proc.stderr
 
 
 def test_install_falls_back_to_the_cpu_index_without_a_local_wheel(repo):
