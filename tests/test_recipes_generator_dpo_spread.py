@@ -65,7 +65,7 @@ def _config(tmp_path: Path, judge: JudgeServer, **kw) -> LoopConfig:
     return LoopConfig.from_dict({
         "prompts": str(_prompts(tmp_path)), "generator": "scripted-generator", "out_dir": str(tmp_path / "run"),
         "meta_judge": {"model": "scripted-judge", "base_url": judge.base_url, "max_retries": 0},
-        "meta": {"mode": "outcome"}, "progress": False, "heldout": None,
+        "meta": {"mode": "outcome"}, "outcome_criteria": "auto", "progress": False, "heldout": None,
         "generation": {"format": "list", "checks": True, "min_criteria": 1, "max_criteria": 6, "reasks": 0},
         "preferences": {"k": 3, "m": 3, "temperature": 0.8, "concurrency": 2}, **kw})
 
@@ -148,7 +148,7 @@ def test_discriminating_judge_has_spread_so_every_criterion_is_scored(tmp_path, 
 def test_settings_and_helpers(tmp_path):
     judge = "scripted"
     base = {"generator": "g", "meta_judge": judge, "meta": {"mode": "outcome"}}
-    assert LoopConfig.from_dict(base).outcome_criteria == "auto"
+    assert LoopConfig.from_dict(base).outcome_criteria == "all"  # auto is opt-in until measured on a whole loop
     with pytest.raises(ValueError, match="field 'outcome_criteria' must be one of auto, all, checks"):
         LoopConfig.from_dict({**base, "outcome_criteria": "some"})
     with pytest.raises(ValueError, match="'checks' needs the outcome meta-judge"):
@@ -157,7 +157,7 @@ def test_settings_and_helpers(tmp_path):
         LoopConfig.from_dict({**base, "probe_max_ties": 0})
     # a forced setting and a non-outcome meta-judge decide without a probe
     for cfg, want in ((LoopConfig.from_dict({**base, "outcome_criteria": "checks"}), "checks"),
-                      (LoopConfig.from_dict({**base, "outcome_criteria": "all"}), "all"),
+                      (LoopConfig.from_dict(base), "all"),
                       (LoopConfig.from_dict({**base, "meta": {"mode": "pairwise"}}), "all")):
         d = decide_outcome_criteria(cfg, tmp_path, [], None)
         assert d["criteria"] == want and d["probe"] is None

@@ -187,7 +187,8 @@ def test_tiny_end_to_end_then_resume(tmp_path: Path, tiny_model: Path, judge_ser
     for section in ("Report split", "Selection split", "IFEval"):
         assert section in summary
     data = json.loads((out / "summary.json").read_text())
-    assert data and str(out / "summary.md") in log
+    assert data and f"[grpo] files in {out.resolve()}: summary.md" in log  # the console ends with the result
+    assert f"[grpo] result: {data['headline']}" in log
 
     # a rerun with resume_from_checkpoint continues from step 4 and adds one record per new step
     resumed = _run(cmd + ["--max_steps", "6", "--resume_from_checkpoint", str(out / "checkpoint-4")],
@@ -221,7 +222,7 @@ def test_offline_default_shortened(tmp_path: Path) -> None:
     assert len(steps) == 2 and all("frac_reward_zero_std" in h for h in steps)
     records = [json.loads(x) for x in (out / "monitor.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [0, 2] and all(r["metric"] == "score" for r in records)
-    assert "[grpo] summary:" in log
+    assert "[grpo] result: GRPO trained" in log and f"[grpo] files in {out.resolve()}" in log
     assert peak[0] < 6 * 1024 * 1024  # KiB: under 6 GB
 
     # the summary's numbers, recomputed from the report rows

@@ -111,12 +111,14 @@ class OffMenu(ValueError):
     """A pairwise answer without exactly one winner "A" or "B"."""
 
 
-def parse_winner(text: str | None) -> tuple[str, str]:
+def parse_winner(text: str | None, key: str = "winner") -> tuple[str, str]:
     """``(winner, reason)`` from a pairwise answer; raises :class:`OffMenu` for anything but A or B.
 
     The rules of the judge's verdicts (:func:`rubric_reward.prompts.answer_span`): the answer is one JSON
     object that is the whole reply (after a think block), or the one fenced block holding only it, with
-    exactly the keys ``winner`` and ``reason`` and the winner written exactly ``"A"`` or ``"B"``; a
+    exactly the keys ``key`` and ``reason`` (``key`` is the schema's pick field: ``winner``, or ``verdict`` in
+    :data:`LOCAL_PAIRWISE_SCHEMA`, asked of an in-process logprob judge) and the winner written exactly ``"A"`` or
+    ``"B"``; a
     ``{"winner": ...}`` quoted in prose or nested in another value is never taken."""
     from ..prompts import PromptError, answer_span
 
@@ -126,9 +128,9 @@ def parse_winner(text: str | None) -> tuple[str, str]:
         obj, _, _ = answer_span(text)
     except PromptError as exc:
         raise OffMenu(str(exc)) from None
-    if set(obj) != {"winner", "reason"}:
-        raise OffMenu(f'the answer must hold exactly the keys "winner" and "reason", got {sorted(obj)[:4]}')
-    winner, reason = obj["winner"], obj["reason"]
+    if set(obj) != {key, "reason"}:
+        raise OffMenu(f'the answer must hold exactly the keys "{key}" and "reason", got {sorted(obj)[:4]}')
+    winner, reason = obj[key], obj["reason"]
     if not isinstance(winner, str) or winner.strip() not in ("A", "B"):
         raise OffMenu(f'"winner" must be "A" or "B", got {winner!r:.40}')
     if not isinstance(reason, str):
@@ -308,6 +310,7 @@ class MetaJudge(SyncFacade):
         cfg = self.judge.config
         self._schema = (LOCAL_PAIRWISE_SCHEMA if cfg.resolved_backend() in ("transformers", "vllm")
                         and cfg.verdict_mode == "logprob" else PAIRWISE_SCHEMA)
+        self._pick_key = "verdict" if self._schema is LOCAL_PAIRWISE_SCHEMA else "winner"
         self.meta_rubric = load_meta_rubric(self.config.meta_rubric) if self.config.mode == "pointwise" else None
         self._scorer: Any = None
         self._points: dict[tuple[str, str, str], asyncio.Future] = {}
@@ -333,14 +336,14 @@ class MetaJudge(SyncFacade):
         for round_ in range(self.config.reasks + 1):
             request = ChatRequest(messages=messages, schema=self._schema, max_tokens=self.config.max_tokens,
                                   logprobs=soft, top_logprobs=5 if soft else 0)
-            reply = await self.judge.complete(request, accept=lambda r: _parses(r.text))
+            reply = await self.judge.complete(request, accept=lambda r: _parses(r.text, self._pick_key))
             record["cost"] += reply.cost
             record["answers"].append(reply.text)
             if reply.error is not None:
                 record["error"] = f"meta-judge call failed: {reply.error}"
                 return record
             try:
-                record["winner"], record["reason"] = parse_winner(reply.text)
+                record["winner"], record["reason"] = parse_winner(reply.text, self._pick_key)
                 record["error"] = None
                 if soft:
                     record["p"] = pick_probabilities(reply)
@@ -470,9 +473,9 @@ def _p_pick(order: Mapping[str, Any], label: str) -> float:
     return float(p[label]) if p else float(order["winner"] == label)
 
 
-def _parses(text: str | None) -> bool:
+def _parses(text: str | None, key: str = "winner") -> bool:
     try:
-        parse_winner(text)
+        parse_winner(text, key)
         return True
     except OffMenu:
         return False

@@ -119,10 +119,10 @@ class LoopConfig:
     accelerate_args: tuple[str, ...] = field(default=(), metadata={"help": "arguments of accelerate launch"})
     merge_dtype: str | None = field(default=None, metadata={"help": "the dtype a trained adapter is merged in"})
     min_pairs: int = field(default=1, metadata={"help": "fewer preference pairs than this stops the loop", "ge": 1})
-    outcome_criteria: str = field(default="auto", metadata={
-        "help": "outcome meta-judge: which rubric criteria score responses: auto (measure the judge's spread on "
-                "probe_pairs labelled pairs first; no spread: checks only), all, or checks (programmatic checks "
-                "only)", "choices": ("auto", "all", "checks")})
+    outcome_criteria: str = field(default="all", metadata={
+        "help": "outcome meta-judge: which rubric criteria score responses: all (default), checks (programmatic "
+                "checks only), or auto (measure the judge's spread on probe_pairs labelled pairs first; no spread: "
+                "checks only; not yet measured on a whole loop)", "choices": ("auto", "all", "checks")})
     probe_pairs: int = field(default=12, metadata={
         "help": "auto: labelled training pairs the judge scores with a judged-only probe rubric", "ge": 1})
     probe_max_ties: float = field(default=0.8, metadata={
