@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from .judges.base import ChatReply, TokenLogprob
-from .prompts import JudgeCall, answer_start
+from .prompts import JudgeCall, PromptError, answer_span, answer_start
 from .results import Verdict
 from .rubric import Criterion
 
@@ -44,7 +44,7 @@ def attach_probabilities(call: JudgeCall, reply: ChatReply, verdicts: list[Verdi
     if not tokens:
         return verdicts
     starts, text = token_offsets(tokens)
-    sites = _verdict_sites(call, text)
+    sites = _verdict_sites(call, text, reply.text)
     by_name = {c.name: c for c in call.criteria}
     out = []
     for v in verdicts:
@@ -70,10 +70,24 @@ def token_offsets(tokens: Sequence[TokenLogprob]) -> tuple[list[int], str]:
     return starts, "".join(t.token for t in tokens)
 
 
-def _verdict_sites(call: JudgeCall, text: str) -> dict[str, int]:
+def _answer_at(text: str, reply_text: str | None) -> int:
+    """Where the answer object starts in the tokens' ``text``: parsed there, else where it starts in the reply's
+    text when the tokens spell the same up to it (a server may list a stop token the reply's text leaves out)."""
+    start = answer_start(text)
+    if start < 0 and reply_text:
+        try:
+            _, at, end = answer_span(reply_text)
+        except PromptError:
+            return start
+        if text[:end] == reply_text[:end]:
+            return at
+    return start
+
+
+def _verdict_sites(call: JudgeCall, text: str, reply_text: str | None = None) -> dict[str, int]:
     """Character offsets where each criterion's verdict label starts, inside the answer object (never in
     text the judge quoted before it)."""
-    start = answer_start(text)
+    start = _answer_at(text, reply_text)
     matches = list(_VERDICT.finditer(text, max(start, 0))) if start >= 0 else []
     if not matches:
         return {}

@@ -115,3 +115,14 @@ def test_logprob_verdicts_make_a_denser_reward_end_to_end():
     assert cites.label == "MET" and cites.expected_value == pytest.approx(0.6 / 0.9)
     assert r.score == pytest.approx(1.0)
     assert r.expected_score == pytest.approx((0.6 / 0.9 + 1.0) / 2)
+
+
+def test_tokens_that_list_a_stop_token_after_the_answer_still_give_probabilities():
+    """A server may list the stop token in the logprobs while the reply's text leaves it out (the vLLM CI
+    failure after issue 32): the answer is found in the reply's text, and the tokens agree up to its end."""
+    from rubric_reward.logprob_verdicts import _answer_at
+
+    answer = '{"reason": "The answer is clear.", "verdict": "MET"}'
+    assert _answer_at(answer + "<|im_end|>", answer) == 0
+    assert _answer_at("  " + answer + "<eos>", "  " + answer) == 2
+    assert _answer_at('{"verdict": "MET"} ' + answer, answer) == -1  # tokens that differ before the end: none
