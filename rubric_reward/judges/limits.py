@@ -71,24 +71,35 @@ class Slots:
     def in_use(self) -> int:
         return self.capacity - self._value
 
+    # Where a free slot comes from and goes back to (a counter here, lock files in _FileSlots); called under
+    # self._lock. _waiting_locked runs when a waiter queues (the file slots start their poller there).
+    def _take_locked(self) -> bool:
+        if self._value > 0:
+            self._value -= 1
+            return True
+        return False
+
+    def _put_back_locked(self) -> None:
+        self._value += 1
+
+    def _waiting_locked(self) -> None:
+        pass
+
     def try_acquire(self) -> bool:
         with self._lock:
-            if self._value > 0 and not self._waiters:
-                self._value -= 1
-                return True
-            return False
+            return not self._waiters and self._take_locked()
 
     async def acquire(self, timeout: float | None = None) -> bool:
         """Take a slot; False if none came within ``timeout`` seconds."""
         with self._lock:
-            if self._value > 0 and not self._waiters:
-                self._value -= 1
+            if not self._waiters and self._take_locked():
                 return True
             if timeout is not None and timeout <= 0:
                 return False
             loop = asyncio.get_running_loop()
             entry = (loop, loop.create_future())
             self._waiters.append(entry)
+            self._waiting_locked()
         fut = entry[1]
         # a bare timer, not asyncio.wait_for: every call of a batch with a deadline waits here
         timer = None if timeout is None else entry[0].call_later(timeout, _expire, fut)
@@ -114,19 +125,23 @@ class Slots:
 
     def release(self) -> None:
         with self._lock:
-            while self._waiters:
-                loop, fut = self._waiters.popleft()
-                if fut.done():  # its waiter gave up
-                    continue
-                try:
-                    if loop is events._get_running_loop():
-                        loop.call_soon(self._grant, fut)
-                    else:
-                        loop.call_soon_threadsafe(self._grant, fut)
-                except RuntimeError:  # that loop is closed
-                    continue
-                return
-            self._value += 1
+            self._hand_over_locked()
+
+    def _hand_over_locked(self) -> None:
+        """A held slot goes to the first live waiter (no release and retake), else back where it came from."""
+        while self._waiters:
+            loop, fut = self._waiters.popleft()
+            if fut.done():  # its waiter gave up
+                continue
+            try:
+                if loop is events._get_running_loop():
+                    loop.call_soon(self._grant, fut)
+                else:
+                    loop.call_soon_threadsafe(self._grant, fut)
+            except RuntimeError:  # that loop is closed
+                continue
+            return
+        self._put_back_locked()
 
     def _grant(self, fut: asyncio.Future) -> None:
         if fut.done():
@@ -249,7 +264,7 @@ class _FileSlots(Slots):
         self._poller: threading.Thread | None = None
         _FILE_SLOTS.add(self)
 
-    def _take_locked(self) -> int | None:
+    def _take_locked(self) -> bool:
         n = self.capacity
         held = self._held
         for j in range(n):
@@ -265,66 +280,17 @@ class _FileSlots(Slots):
                 continue
             held.append(i)
             self._start = i + 1
-            return i
-        return None
-
-    def try_acquire(self) -> bool:
-        with self._lock:
-            return not self._waiters and self._take_locked() is not None
-
-    async def acquire(self, timeout: float | None = None) -> bool:
-        with self._lock:
-            if not self._waiters and self._take_locked() is not None:
-                return True
-            if timeout is not None and timeout <= 0:
-                return False
-            loop = asyncio.get_running_loop()
-            entry = (loop, loop.create_future())
-            self._waiters.append(entry)
-            if self._poller is None:
-                self._poller = threading.Thread(target=self._poll, name="rubric-reward-slots", daemon=True)
-                self._poller.start()
-        fut = entry[1]
-        timer = None if timeout is None else entry[0].call_later(timeout, _expire, fut)
-        try:
-            await fut
             return True
-        except (asyncio.CancelledError, TimeoutError) as exc:
-            with self._lock:
-                try:
-                    self._waiters.remove(entry)
-                    handed_over = False
-                except ValueError:
-                    handed_over = True
-            if handed_over and fut.done() and not fut.cancelled() and fut.exception() is None:
-                self.release()
-            if isinstance(exc, TimeoutError):
-                return False
-            raise
-        finally:
-            if timer is not None:
-                timer.cancel()
+        return False
 
-    def _hand_over_locked(self) -> None:
-        """A held slot goes to the first live waiter of this process, else back to the machine."""
-        while self._waiters:
-            loop, fut = self._waiters.popleft()
-            if fut.done():
-                continue
-            try:
-                if loop is events._get_running_loop():
-                    loop.call_soon(self._grant, fut)
-                else:
-                    loop.call_soon_threadsafe(self._grant, fut)
-            except RuntimeError:  # that loop is closed
-                continue
-            return
+    def _put_back_locked(self) -> None:  # no waiter in this process: back to the machine
         if self._held:
             fcntl.flock(self._fds[self._held.pop()], fcntl.LOCK_UN)
 
-    def release(self) -> None:
-        with self._lock:
-            self._hand_over_locked()
+    def _waiting_locked(self) -> None:
+        if self._poller is None:
+            self._poller = threading.Thread(target=self._poll, name="rubric-reward-slots", daemon=True)
+            self._poller.start()
 
     def _poll(self) -> None:
         pause = 0.0005
@@ -335,7 +301,7 @@ class _FileSlots(Slots):
                 if not self._waiters:
                     self._poller = None
                     return
-                got = self._take_locked() is not None
+                got = self._take_locked()
                 if got:
                     self._hand_over_locked()
             if got:
