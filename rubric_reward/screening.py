@@ -72,12 +72,17 @@ def _covered(words: Words, pieces: frozenset[Words]) -> bool:
     vocab = {w for p in pieces for w in p}
     if not words or any(w not in vocab for w in words):
         return False
+    return _tiles(words, pieces)
+
+
+def _tiles(seq: Any, pieces: frozenset) -> bool:
+    """Whether ``seq`` (words or characters) is a run of ``pieces``, each any number of times."""
     longest = max(map(len, pieces))
-    reach = [True] + [False] * len(words)
-    for i in range(len(words)):
+    reach = [True] + [False] * len(seq)
+    for i in range(len(seq)):
         if reach[i]:
-            for n in range(1, min(longest, len(words) - i) + 1):
-                if words[i:i + n] in pieces:
+            for n in range(1, min(longest, len(seq) - i) + 1):
+                if seq[i:i + n] in pieces:
                     reach[i + n] = True
     return reach[-1]
 
@@ -153,16 +158,7 @@ def _compact_key(text: str, phrases: tuple[str, ...]) -> bool:
     if not text or len(text) > _COMPACT_LIMIT:
         return False
     keys = _compact_keys(phrases)
-    if not keys:
-        return False
-    longest = max(map(len, keys))
-    reach = [True] + [False] * len(text)
-    for i in range(len(text)):
-        if reach[i]:
-            for n in range(1, min(longest, len(text) - i) + 1):
-                if text[i:i + n] in keys:
-                    reach[i + n] = True
-    return reach[-1]
+    return bool(keys) and _tiles(text, keys)
 
 
 def screen_response(response: str, prompt: Any = None, *, rubric: Any = None,
