@@ -44,14 +44,20 @@ ExemplarSource = Mapping[str, Sequence[Exemplar]] | Callable[[Criterion, str], S
 class GradingConfig:
     """How a response is put to the judges."""
 
-    seed: int = 0
-    shuffle: bool = True  # shuffle option order per (seed, response, criterion, judge)
-    reask: bool = True  # one re-ask after an unparseable answer
-    binary_aggregation: str = "majority"
-    ordinal_aggregation: str = "mean"
-    batch_deadline_s: float | None = None  # grade_many: calls unfinished by then become DEADLINE failures
-    screen_degenerate: bool = True  # degenerate responses get the minimum score with no judge call (screening.py)
-    screen_phrases: tuple[str, ...] | None = None  # bare phrases counted as degenerate (None: screening.MASTER_KEYS)
+    seed: int = field(default=0, metadata={"help": "seed of the option shuffle and of group layouts"})
+    shuffle: bool = field(default=True, metadata={
+        "help": "shuffle option order per (seed, response, criterion, judge)"})
+    reask: bool = field(default=True, metadata={"help": "one re-ask after an unparseable answer"})
+    binary_aggregation: str = field(default="majority", metadata={
+        "help": "how an ensemble's or repeated samples' binary verdicts combine"})
+    ordinal_aggregation: str = field(default="mean", metadata={
+        "help": "how an ensemble's or repeated samples' ordinal values combine"})
+    batch_deadline_s: float | None = field(default=None, metadata={
+        "help": "grade_many: calls unfinished by then become DEADLINE failures"})
+    screen_degenerate: bool = field(default=True, metadata={
+        "help": "degenerate responses get the minimum score with no judge call (screening.py)"})
+    screen_phrases: tuple[str, ...] | None = field(default=None, metadata={
+        "help": "bare phrases counted as degenerate (None: screening.MASTER_KEYS)"})
     # a response flagged before judging (verdict-shaped text, text to the grader, a forged prompt structure:
     # injection.py) is "screen"ed (minimum score, no judge call), judged "alone" (never in a group call with
     # other responses), or judged alone and marked "suspect" (metadata "suspect"); every policy records

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from .results import ErrorKind, JudgeError, ScoreResult, Verdict
@@ -40,10 +40,14 @@ class OnFailure(StrEnum):
 class ScoringConfig:
     """How verdicts become a score."""
 
-    abstention: Abstention = Abstention.SKIP
-    partial_credit: float = 0.5
-    all_or_nothing: bool = False
-    on_failure: OnFailure = OnFailure.UNSCORED
+    abstention: Abstention = field(default=Abstention.SKIP, metadata={
+        "help": "what an abstained verdict (CANNOT_ASSESS / N/A) counts as: skip, zero, partial or fail"})
+    partial_credit: float = field(default=0.5, metadata={
+        "help": "abstention partial: the credit of a positive criterion, in [0, 1]"})
+    all_or_nothing: bool = field(default=False, metadata={
+        "help": "1.0 only when every positive criterion is met and no penalty fires, else 0.0"})
+    on_failure: OnFailure = field(default=OnFailure.UNSCORED, metadata={
+        "help": "a failed verdict makes the result unscored (None, failures named) or counts as its worst case"})
 
     def __post_init__(self) -> None:
         for name, enum in (("abstention", Abstention), ("on_failure", OnFailure)):

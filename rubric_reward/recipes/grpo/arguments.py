@@ -55,30 +55,33 @@ class RecipeArguments:
     monitor_judge: dict | str | None = field(default=None, metadata={"help": (
         "judge of the monitor and the report (default: the training judge); another family shows judge coupling: "
         "the training judge then scores every checkpoint too, for the reward-hacking watch")})
-    monitor_judge_base_url: str | None = None
+    monitor_judge_base_url: str | None = field(default=None, metadata={
+        "help": "OpenAI-compatible endpoint of the monitor judge"})
     watch: dict | str | None = field(default=None, metadata={"help": (
         "reward-hacking watch thresholds (rubric_reward.recipes.grpo.watch.WatchConfig: min_rise, stall, correlation_rise, "
         "length_collapse, copied_share, stop_after); with monitor_judge every checkpoint is scored by both judges")})
     generation_backend: str = field(default="transformers", metadata={"help": (
         "greedy generation for monitor and report: transformers, vllm or openai")})
-    generation_base_url: str | None = None
+    generation_base_url: str | None = field(default=None, metadata={
+        "help": "endpoint of the openai generation backend"})
     torch_threads: int | None = field(default=None, metadata={"help": (
         "torch intra-op threads (default: the CPUs this process may use, shared among the machine's processes)")})
     eval_max_new_tokens: int = field(default=256, metadata={"help": "token limit of monitor/report completions"})
-    eval_batch_size: int = 8
-    bootstrap_resamples: int = 2000
-    confidence: float = 0.95
+    eval_batch_size: int = field(default=8, metadata={"help": "prompts per generation batch of monitor/report"})
+    bootstrap_resamples: int = field(default=2000, metadata={"help": "bootstrap resamples of every interval"})
+    confidence: float = field(default=0.95, metadata={"help": "confidence level of every interval"})
     # ---------------------------------------------------------------- final report
     final_report: bool = field(default=True, metadata={"help": "base vs best on the report split, then IFEval"})
     second_judge: dict | str | None = field(default=None, metadata={"help": (
         "optional second judge: its view of the same report-split completions")})
-    second_judge_base_url: str | None = None
+    second_judge_base_url: str | None = field(default=None, metadata={
+        "help": "OpenAI-compatible endpoint of the second judge"})
     ifeval: bool = field(default=True, metadata={"help": "IFEval transfer evaluation of base vs best"})
     ifeval_limit: int | None = field(default=None, metadata={"help": "a seeded subset of N IFEval prompts"})
     ifeval_types: list[str] | None = field(default=None, metadata={"help": (
         "only IFEval prompts with at least one of these instruction ids (e.g. punctuation:no_comma); "
         "ifeval_limit then samples from them")})
-    ifeval_seed: int = 0
+    ifeval_seed: int = field(default=0, metadata={"help": "seed of the IFEval subset (ifeval_limit)"})
     ifeval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: eval_max_new_tokens"})
 
     def __post_init__(self) -> None:
