@@ -42,6 +42,10 @@ class RecipeArguments:
         "AdvancedIF CSV / JSONL / save_to_disk folder")})
     data: dict | str | None = field(default=None, metadata={"help": (
         "loader and split options of rubric_reward.recipes.grpo.data (split sizes, seed, benchmarks, bad-row policy)")})
+    train_order: str = field(default="shuffle", metadata={"help": (
+        "order of the training prompts: 'shuffle' (TRL's seeded shuffle) or 'balanced' (the split's strata, e.g. "
+        "instruction types, in turn, seeded by --seed: every run trains on each stratum equally often; sets "
+        "shuffle_dataset false)")})
     # ---------------------------------------------------------------- reward
     reward_config: dict | str | None = field(default=None, metadata={"help": (
         "RewardConfig fields (a mapping) or a reward YAML path; judge/judge_base_url/rubric below override it")})
@@ -92,6 +96,10 @@ class RecipeArguments:
         WatchConfig.coerce(self.watch)  # a bad threshold stops the run before training
         if isinstance(self.data, str):
             raise ValueError(f"data: expected a mapping of rubric_reward.recipes.grpo.data options, got {self.data!r}")
+        from .data.order import TRAIN_ORDERS
+
+        if self.train_order not in TRAIN_ORDERS:
+            raise ValueError(f"train_order must be one of {', '.join(TRAIN_ORDERS)}, got {self.train_order!r}")
         if self.generation_backend not in ("transformers", "vllm", "openai"):
             raise ValueError(f"generation_backend must be transformers, vllm or openai, got {self.generation_backend!r}")
         for name in ("eval_max_new_tokens", "eval_batch_size", "bootstrap_resamples"):

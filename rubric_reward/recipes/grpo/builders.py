@@ -13,7 +13,7 @@ from .ranks import say
 
 __all__ = ["build_dataset", "build_monitor", "build_monitor_reward", "build_reward", "build_second_reward",
            "build_splits", "data_format", "generation_kwargs", "has_monitor_judge", "has_second_judge", "load_splits",
-           "monitor_reward", "reward_config"]
+           "monitor_reward", "reward_config", "train_rows"]
 
 
 def load_splits(recipe: RecipeArguments) -> Any:
@@ -58,6 +58,19 @@ def build_splits(recipe: RecipeArguments, loaded: Any = None) -> Any:
     say(f"[grpo] split: {splits.describe()}")
     records = {s: data.to_dataset(splits[s]).to_list() if splits[s] else [] for s in data.SPLITS}
     return replace(splits, **records)
+
+
+def train_rows(recipe: RecipeArguments, training: Any, splits: Any) -> list[Any]:
+    """The training rows in the order ``recipe.train_order`` asks for. ``balanced`` deals the split's strata in
+    turn (seeded by ``training.seed``) and turns TRL's own shuffle off, which would undo the order."""
+    if recipe.train_order == "shuffle":
+        return list(splits.train)
+    from .data.order import balanced_order
+
+    training.shuffle_dataset = False
+    order = balanced_order(splits.train, stratify=splits.stratify, seed=training.seed)
+    say(f"[grpo] training order: {splits.stratify or 'rows'} in turn (seed {training.seed})")
+    return order
 
 
 def build_dataset(rows: Sequence[Mapping[str, Any]]) -> Any:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .arguments import RecipeArguments
-from .builders import build_dataset, build_monitor, build_reward, build_splits
+from .builders import build_dataset, build_monitor, build_reward, build_splits, train_rows
 from .checkpoints import STATE_FILE, resume_checkpoint, trained_steps
 from .final_report import final_report
 from .ranks import is_main_process, say
@@ -106,7 +106,8 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     policy = resolve_model(model_ref)
     model.model_name_or_path = policy
     trainer = GRPOTrainer(model=policy, reward_funcs=[reward], args=training,
-                          train_dataset=build_dataset(splits.train), peft_config=get_peft_config(model),
+                          train_dataset=build_dataset(train_rows(recipe, training, splits)),
+                          peft_config=get_peft_config(model),
                           callbacks=callbacks)
     if training.use_vllm:
         from .vllm_sync import repack_colocated_sync
