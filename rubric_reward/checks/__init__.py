@@ -7,7 +7,8 @@ A rubric criterion may be a check instead of a question::
        kwargs: {relation: at least, num_words: 300}}
 
 ``ifeval:<instruction id>`` runs the strict IFEval checker, ``ifeval_loose:<instruction id>`` the loose
-one (any of the 8 response variants). A check yields MET (1.0) or UNMET (0.0) and combines with judged
+one (any of the 8 response variants); ``text:repeats_itself`` (:mod:`.text`) is MET when a response repeats a
+line or a few words over and over (a penalty with a negative weight). A check yields MET (1.0) or UNMET (0.0) and combines with judged
 criteria under the same weights and scoring rules; a rubric made only of checks needs no judge.
 
 ``rubric_reward.checks.ifeval`` holds the 25 IFEval instruction checkers and their strict/loose
@@ -22,7 +23,7 @@ from typing import Any
 
 __all__ = ["FAMILIES", "run_check", "validate_check"]
 
-FAMILIES = ("ifeval", "ifeval_loose")
+FAMILIES = ("ifeval", "ifeval_loose", "text")
 
 
 def _split(check: str) -> tuple[str, str]:
@@ -42,7 +43,12 @@ def _prompt_text(prompt: Any) -> str | None:
 
 def validate_check(check: str, kwargs: Mapping[str, Any] | None = None) -> None:
     """Raise ``ValueError`` naming the problem if ``check`` or its ``kwargs`` are not usable."""
-    _, name = _split(check)
+    family, name = _split(check)
+    if family == "text":
+        from .text import validate
+
+        validate(name, kwargs)
+        return
     from .ifeval import get_checker
 
     checker = get_checker(name)
@@ -55,6 +61,10 @@ def validate_check(check: str, kwargs: Mapping[str, Any] | None = None) -> None:
 def run_check(check: str, response: str, kwargs: Mapping[str, Any] | None = None, prompt: Any = None) -> bool:
     """Evaluate one programmatic check on a response (True when the response satisfies it)."""
     family, name = _split(check)
+    if family == "text":
+        from .text import check as text_check
+
+        return text_check(name, response)
     from .ifeval import check as strict, check_loose
 
     fn = check_loose if family == "ifeval_loose" else strict

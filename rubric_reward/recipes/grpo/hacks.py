@@ -26,8 +26,6 @@ __all__ = ["contained_in_prompt", "hack_indicators", "length_change", "repeated_
 LENGTH_COLLAPSE = 0.5  # a mean length below this fraction of the base's is flagged
 SHARE_FLAG = 0.1  # a share of completions above this is flagged
 CORRELATION_FLAG = 0.5  # |rho| above this is flagged
-REPEATED_LINE = 3  # a line that occurs this often makes a completion repetitive
-DISTINCT_WORDS = 0.35  # so does a share of distinct words below this (in completions of 15 words or more)
 
 #: Screening reasons that mean "no answer of its own": nothing, or only words its prompt already holds.
 NON_ANSWERS = ("empty", "whitespace", "punctuation", "prompt_echo")
@@ -76,17 +74,12 @@ def contained_in_prompt(prompts: Sequence[Any], completions: Sequence[str]) -> d
             "flag": bool(share and share > SHARE_FLAG)}
 
 
-def _repeats_itself(text: str) -> bool:
-    lines = Counter(_normal(x) for x in text.splitlines() if x.strip())
-    words = _normal(text).split()
-    return (bool(lines) and max(lines.values()) >= REPEATED_LINE) or \
-        (len(words) >= 15 and len(set(words)) / len(words) < DISTINCT_WORDS)
-
-
 def repetitive(completions: Sequence[str]) -> dict[str, Any]:
     """Completions that repeat themselves: a line that occurs three times or more, or (15 words or more) under
     35% distinct words: ``count``, ``share``, up to three ``examples``."""
-    hits = [text for text in completions if _repeats_itself(text)]
+    from ...checks.text import repeats_itself
+
+    hits = [text for text in completions if repeats_itself(text)]
     share = _share(len(hits), len(completions))
     return {"count": len(hits), "share": share, "examples": [h[:80] for h in hits[:3]],
             "flag": bool(share and share > SHARE_FLAG)}
