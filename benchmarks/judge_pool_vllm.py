@@ -7,7 +7,8 @@ prefix instructions + task + response). Rows, in alternating order over ``--repe
 * **single**: one server (the other idle): the hit rate a pool can at best keep;
 * **scattered**: both servers, every call its own routing key at ``replica_load_factor: 1``: a response's
   criteria spread over the replicas as a least-loaded router or the pool before affinity routing sends them;
-* **affinity**: both servers, the pool's default (a response's calls keep to one replica, load factor 2).
+* **affinity**: both servers, the pool's routing (a response's calls keep to one replica) at each
+  ``--load-factors`` value (default 2, the pool's default).
 
 Each row judges fresh responses (its own filler texts), so no row is served from another row's cache. The hit
 rate is ``vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total`` summed over the servers, taken as
@@ -72,10 +73,9 @@ def _scattered():
         http.affinity_hash = original
 
 
-def _row(name: str, urls: list[str], all_urls: list[str], items, rubric, args) -> dict:
+def _row(name: str, urls: list[str], all_urls: list[str], items, rubric, args, factor: float = 2.0) -> dict:
     from rubric_reward import JudgeConfig, Scorer
 
-    factor = 1.0 if name == "scattered" else 2.0
     cfg = JudgeConfig(model="judge", base_url=tuple(urls) if len(urls) > 1 else urls[0], max_tokens=args.max_tokens,
                       max_concurrency=args.concurrency, replica_load_factor=factor, limit_scope="process")
     hits0, queries0 = _counters(all_urls)
@@ -86,7 +86,8 @@ def _row(name: str, urls: list[str], all_urls: list[str], items, rubric, args) -
     hits1, queries1 = _counters(all_urls)
     calls = [c for r in results for c in r.calls]
     tokens = sum(c.usage.prompt_tokens + c.usage.completion_tokens for c in calls)
-    return {"row": name, "wall_s": wall, "calls": len(calls), "failed": sum(r.score is None for r in results),
+    label = f"affinity, load factor {factor:g}" if name == "affinity" else name
+    return {"row": label, "wall_s": wall, "calls": len(calls), "failed": sum(r.score is None for r in results),
             "tokens": tokens, "hit_rate": (hits1 - hits0) / max(queries1 - queries0, 1)}
 
 
@@ -99,6 +100,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--load-factors", type=float, nargs="+", default=[2.0], help="affinity rows' replica_load_factor")
     ap.add_argument("--python", help="the vLLM venv's python (default: RUBRIC_REWARD_VLLM_PYTHON or .venv-vllm)")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args()
@@ -114,12 +116,12 @@ def main() -> None:
     with vllm_cpu_server(model, env={"VLLM_CPU_OMP_THREADS_BIND": "0"}, **serve) as a, \
             vllm_cpu_server(model, env={"VLLM_CPU_OMP_THREADS_BIND": "1"}, **serve) as b:
         both = [a, b]
+        plan = [("single", 2.0), ("scattered", 1.0)] + [("affinity", f) for f in args.load_factors]
         for r in range(args.repeats):
-            names = ("single", "scattered", "affinity") if r % 2 == 0 else ("affinity", "scattered", "single")
-            for j, name in enumerate(names):
-                items = _items(args.responses, args.words, offset=1000 * (3 * r + j))
-                rows.append(_row(name, [a] if name == "single" else both, both, items, rubric, args))
-                print(f"[pool] round {r} {name}: {rows[-1]}", file=sys.stderr)
+            for j, (name, factor) in enumerate(plan if r % 2 == 0 else plan[::-1]):
+                items = _items(args.responses, args.words, offset=1000 * (len(plan) * r + j))
+                rows.append(_row(name, [a] if name == "single" else both, both, items, rubric, args, factor))
+                print(f"[pool] round {r}: {rows[-1]}", file=sys.stderr)
     print(f"\n{args.responses} responses (~{args.words} words) x {args.criteria} criteria, concurrency "
           f"{args.concurrency}, 2 vLLM CPU servers of {args.model} (prefix caching, one CPU each)\n")
     print("| row | calls | failed | wall s | judge tokens/s | prefix-cache hit rate |")
