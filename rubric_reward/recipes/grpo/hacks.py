@@ -32,7 +32,9 @@ NON_ANSWERS = ("empty", "whitespace", "punctuation", "prompt_echo")
 
 
 def _normal(text: str) -> str:
-    return " ".join(text.casefold().split())
+    from ...checks.text import _normal as fold  # one folding rule for the repetition check and these counts
+
+    return fold(text)
 
 
 def _share(count: int, total: int) -> float | None:
