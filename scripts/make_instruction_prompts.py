@@ -9,7 +9,7 @@ MIN_WORDS words, and the task's topic word; a penalty (weight -1) takes a quarte
 SPAM times or more (a list of "*honey*" lines is not an answer), one of weight -2 halves a response that repeats
 itself (``text:repeats_itself``: a line 3 times, or few distinct words; "* first:\n*\n*\n*" lists were what
 GRPO learnt without it), and one of weight -4 zeroes a completion that holds the instruction's own phrase
-("fewer than 40 words"): a copy of the prompt. So the instruction's phrase
+("fewer than 40 words") or copies its example ("this phrase"): a copy of the prompt. So the instruction's phrase
 alone, one word or silence scores at most half, a copy of the prompt nothing, and the full score needs an
 on-topic answer in its own words that follows the instruction. Instruction types were
 chosen because SmolLM2-135M-Instruct follows them sometimes but not always (docs/training.md has the
@@ -58,8 +58,10 @@ TOPICS = [
     ("Give tips for staying calm.", "calm"), ("Explain why the sun is hot.", "sun"),
 ]
 
-# instruction type -> (instruction text, the IFEval check, its kwargs, the instruction's own phrase). Each text
-# avoids the topic words; the phrase is what only a copy of the instruction contains (a penalty that zeroes it).
+# instruction type -> (instruction text, the IFEval check, its kwargs, the instruction's own phrase[, its example]).
+# Each text avoids the topic words; the phrase is what only a copy of the instruction contains, and the example
+# what only a copy of the instruction's example contains ("*This phrase*" lists were what GRPO learnt without it):
+# a penalty that zeroes either.
 INSTRUCTIONS = {
     "fewer_words": ("Answer in fewer than 40 words.", "length_constraints:number_words",
                     {"relation": "less than", "num_words": 40}, "fewer than 40 words"),
@@ -70,19 +72,19 @@ INSTRUCTIONS = {
                      "placeholders in square brackets"),
     "highlights": ("Highlight at least two phrases with markdown, like *this phrase*.",
                    "detectable_format:number_highlighted_sections", {"num_highlights": 2},
-                   "highlight at least two phrases"),
+                   "highlight at least two phrases", "this phrase"),
     "no_comma": ("Do not use any commas in your answer, not even one.", "punctuation:no_comma", {},
                  "do not use any commas"),
 }
 
 
 def rubric(name: str, kind: str, topic: str) -> dict:
-    text, check, kwargs, own_phrase = INSTRUCTIONS[kind]
-    assert own_phrase in text.casefold(), kind
+    text, check, kwargs, own_phrase, *example = INSTRUCTIONS[kind]
+    assert all(phrase in text.casefold() for phrase in [own_phrase, *example]), kind
     instruction = {"name": kind, "check": f"ifeval:{check}", "weight": 2}
     if kwargs:
         instruction["kwargs"] = kwargs
-    return {"name": name, "criteria": [
+    criteria = [
         instruction,
         {"name": "long_enough", "check": "ifeval:length_constraints:number_words",
          "kwargs": {"relation": "at least", "num_words": MIN_WORDS}},
@@ -91,8 +93,12 @@ def rubric(name: str, kind: str, topic: str) -> dict:
          "kwargs": {"keyword": topic, "frequency": SPAM, "relation": "at least"}},
         {"name": "copies_instruction", "check": "ifeval:keywords:existence", "weight": -4,
          "kwargs": {"keywords": [own_phrase]}},
-        {"name": "repeats_itself", "check": "text:repeats_itself", "weight": REPEATS},
-    ]}
+    ]
+    if example:
+        criteria.append({"name": "copies_example", "check": "ifeval:keywords:existence", "weight": -4,
+                         "kwargs": {"keywords": example}})
+    criteria.append({"name": "repeats_itself", "check": "text:repeats_itself", "weight": REPEATS})
+    return {"name": name, "criteria": criteria}
 
 
 def build(seed: int = SEED) -> list[dict]:
