@@ -27,7 +27,7 @@ __all__ = ["LOG_FILE", "NO_JUDGE_NOTE", "StepLog", "final_lines", "quiet_librari
 
 LOG_FILE = "train_log.jsonl"
 NO_JUDGE_NOTE = ("[grpo] judge 0 calls: every criterion scored so far is a programmatic check (the offline "
-                 "default's rubric is three IFEval-style checks), computed without a judge. To add judged criteria, "
+                 "default's rubrics are checks only), computed without a judge. To add judged criteria, "
                  "give the rubric criteria with a `requirement` and no `check`, and a judge: --judge MODEL "
                  "--judge_base_url URL (docs/training.md, docs/rewards.md).")
 _LIBRARY_WARNINGS = (r"`(is_)?gradient_checkpointing(_kwargs|_enable|_disable)?` is deprecated",)
