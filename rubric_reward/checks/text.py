@@ -12,21 +12,22 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["CHECKS", "DISTINCT_WORDS", "REPEATED_LINE", "check", "repeats_itself", "validate"]
+__all__ = ["CHECKS", "DISTINCT_WORDS", "REPEATED_LINE", "check", "fold", "repeats_itself", "validate"]
 
 REPEATED_LINE = 3  # a line that occurs this often makes a response repetitive
 DISTINCT_WORDS = 0.35  # so does a share of distinct words below this (in responses of 15 words or more)
 _MIN_WORDS = 15
 
 
-def _normal(text: str) -> str:
+def fold(text: str) -> str:
+    """``text`` with case and runs of whitespace folded (how lines and words are compared)."""
     return " ".join(text.casefold().split())
 
 
 def repeats_itself(text: str) -> bool:
     """True when ``text`` repeats a line ``REPEATED_LINE`` times or has few distinct words (see module)."""
-    lines = Counter(_normal(x) for x in text.splitlines() if x.strip())
-    words = _normal(text).split()
+    lines = Counter(fold(x) for x in text.splitlines() if x.strip())
+    words = fold(text).split()
     return (bool(lines) and max(lines.values()) >= REPEATED_LINE) or \
         (len(words) >= _MIN_WORDS and len(set(words)) / len(words) < DISTINCT_WORDS)
 

@@ -20,6 +20,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from ...checks.text import fold, repeats_itself  # one folding rule for the check and these counts
+
 __all__ = ["contained_in_prompt", "hack_indicators", "length_change", "repeated_across_prompts", "repetitive",
            "score_length_correlation"]
 
@@ -29,12 +31,6 @@ CORRELATION_FLAG = 0.5  # |rho| above this is flagged
 
 #: Screening reasons that mean "no answer of its own": nothing, or only words its prompt already holds.
 NON_ANSWERS = ("empty", "whitespace", "punctuation", "prompt_echo")
-
-
-def _normal(text: str) -> str:
-    from ...checks.text import _normal as fold  # one folding rule for the repetition check and these counts
-
-    return fold(text)
 
 
 def _share(count: int, total: int) -> float | None:
@@ -56,8 +52,8 @@ def length_change(base_lengths: Sequence[float | None], best_lengths: Sequence[f
 def repeated_across_prompts(completions: Sequence[str]) -> dict[str, Any]:
     """Completions (one per prompt; compared case- and whitespace-insensitively, empty ones included) whose
     text is also the completion of another prompt: ``count``, ``share`` of all, up to three ``examples``."""
-    seen = Counter(_normal(c) for c in completions)
-    repeated = [_normal(c) for c in completions if seen[_normal(c)] > 1]
+    seen = Counter(fold(c) for c in completions)
+    repeated = [fold(c) for c in completions if seen[fold(c)] > 1]
     share = _share(len(repeated), len(completions))
     return {"count": len(repeated), "share": share, "examples": [t[:80] for t, _ in Counter(repeated).most_common(3)],
             "flag": bool(share and share > SHARE_FLAG)}
@@ -79,8 +75,6 @@ def contained_in_prompt(prompts: Sequence[Any], completions: Sequence[str]) -> d
 def repetitive(completions: Sequence[str]) -> dict[str, Any]:
     """Completions that repeat themselves: a line that occurs three times or more, or (15 words or more) under
     35% distinct words: ``count``, ``share``, up to three ``examples``."""
-    from ...checks.text import repeats_itself
-
     hits = [text for text in completions if repeats_itself(text)]
     share = _share(len(hits), len(completions))
     return {"count": len(hits), "share": share, "examples": [h[:80] for h in hits[:3]],
