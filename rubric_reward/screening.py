@@ -20,7 +20,8 @@ Degenerate means:
 - ``prompt_echo``: after any leading openers, a run of words the prompt already holds (the whole
   prompt, its last turn, the phrase an instruction asks to end with, a word of the task). Not
   screened: numbers, a single character (an option letter), and an alternative the prompt offers
-  (``yes or no``, ``A, B or C``, ``x/y``, a labelled list line such as ``B) Lyon``).
+  (``yes or no``, ``A, B or C``, ``x/y``, a labelled list line such as ``B) Lyon``); a run over several
+  lines of a list (an example's ``* first``, ``* second``, ``* third``) is an echo, not a choice.
 """
 
 from __future__ import annotations
@@ -112,7 +113,10 @@ def _prompt_text(prompt: Any) -> str:
 
 def _offered(words: Words, seps: tuple[str, ...], start: int, end: int) -> bool:
     """Whether ``words[start:end]`` is an alternative the prompt offers: next to "or" or "/", an
-    item of an "x, y or z" list, or a labelled list line ("B) Lyon", "- Lyon")."""
+    item of an "x, y or z" list, or a labelled list line ("B) Lyon", "- Lyon"). A run over several lines
+    is none: copying a whole list (an example format's "* first / * second / * third") picks nothing."""
+    if any("\n" in sep for sep in seps[start + 1:end]):
+        return False
     before, after = seps[start], seps[end]
     if (start and words[start - 1] in _OR) or (end < len(words) and words[end] in _OR):
         return True

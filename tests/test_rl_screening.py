@@ -49,6 +49,7 @@ def test_real_answers_pass(response, prompt):
 QA = "What is the capital of France?"
 ENDING = "Write a short poem about cats. End your response with the exact phrase 'Is there anything else I can help with?'"
 CHOICE = "Which city is larger?\nA) Paris\nB) Lyon\nAnswer yes or no, or pick red, green or blue."
+BULLETS = "Describe the ocean. Answer with exactly 3 markdown bullet points, like:\n* first\n* second\n* third"
 FULL = {"criteria": [{"name": "correct_city", "requirement": "The response names the capital of France."},
                      {"name": "concise", "requirement": "The response is one sentence or shorter."},
                      {"name": "style", "requirement": "Writing quality.",
@@ -79,6 +80,12 @@ FULL_TEXT = "\n".join(f"- {c['name']}: {c['requirement']}" for c in FULL["criter
     ("Is there anything else I can help with?", ENDING, "prompt_echo"),
     ("cats", ENDING, "prompt_echo"),
     ("Q?", "Q?", "prompt_echo"),
+    # the example of a format copied whole (seed 4 of the offline default learnt these): a run over several
+    # list lines picks no alternative
+    ("* first\n* second\n* third", BULLETS, "prompt_echo"),
+    ("* *first*\n* *second*\n* *third*", BULLETS, "prompt_echo"),
+    ("* First:\n* Second:\n* Third:\n*\n*\n*", BULLETS, "prompt_echo"),
+    ("A) Paris\nB) Lyon", CHOICE, "prompt_echo"),
 ])
 def test_guard_gaps(response, prompt, reason):
     assert screen_response(response, prompt, rubric=load_rubric(FULL)) == reason
@@ -95,6 +102,7 @@ def test_guard_gaps(response, prompt, reason):
     ("The answer is 4.", None),
     ("5", None),
     ("Cats nap in sun. Is there anything else I can help with?", ENDING),
+    ("* First: waves.\n* Second: salt.\n* Third: whales.", BULLETS),
 ])
 def test_short_real_answers_pass(response, prompt):
     assert screen_response(response, prompt, rubric=load_rubric(FULL)) is None
