@@ -78,7 +78,7 @@ INSTRUCTIONS = {
 }
 
 
-def rubric(name: str, kind: str, topic: str) -> dict:
+def rubric(name: str, kind: str, topic: str, echo: float = 0) -> dict:
     text, check, kwargs, own_phrase, *example = INSTRUCTIONS[kind]
     assert all(phrase in text.casefold() for phrase in [own_phrase, *example]), kind
     instruction = {"name": kind, "check": f"ifeval:{check}", "weight": 2}
@@ -98,16 +98,18 @@ def rubric(name: str, kind: str, topic: str) -> dict:
         criteria.append({"name": "copies_example", "check": "ifeval:keywords:existence", "weight": -4,
                          "kwargs": {"keywords": example}})
     criteria.append({"name": "repeats_itself", "check": "text:repeats_itself", "weight": REPEATS})
+    if echo:
+        criteria.append({"name": "echoes_prompt", "check": "text:echoes_prompt", "weight": echo})
     return {"name": name, "criteria": criteria}
 
 
-def build(seed: int = SEED) -> list[dict]:
+def build(seed: int = SEED, echo: float = 0) -> list[dict]:
     """Every topic with every instruction type, in a seeded order; ids say topic and type."""
     rows = []
     for task, topic in TOPICS:
         for kind, (text, *_) in INSTRUCTIONS.items():
             row_id = f"{topic}-{kind}"
-            rows.append({"id": row_id, "prompt": f"{task} {text}", "rubric": rubric(row_id, kind, topic),
+            rows.append({"id": row_id, "prompt": f"{task} {text}", "rubric": rubric(row_id, kind, topic, echo),
                          "benchmark": kind})
     random.Random(seed).shuffle(rows)
     return rows
@@ -120,15 +122,22 @@ def render(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the bundled file instead of writing")
+    parser.add_argument("--echo-weight", type=float, default=0, help=(
+        "add text:echoes_prompt with this (negative) weight to every rubric: a completion that is only words of "
+        "its prompt, e.g. the bullets example copied whole (default 0: not in the bundled set)"))
+    parser.add_argument("--out", type=Path, default=OUT, help="where to write (default: the bundled file)")
     args = parser.parse_args(argv)
-    text = render(build())
+    if args.echo_weight > 0:
+        parser.error(f"--echo-weight must be negative (a penalty), got {args.echo_weight}")
+    text = render(build(echo=args.echo_weight))
+    out = args.out
     if args.check:
-        same = OUT.is_file() and OUT.read_text(encoding="utf-8") == text
-        print(f"{OUT}: {'up to date' if same else 'differs from the generator'}")
+        same = out.is_file() and out.read_text(encoding="utf-8") == text
+        print(f"{out}: {'up to date' if same else 'differs from the generator'}")
         return 0 if same else 1
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {len(text.splitlines())} prompts to {OUT}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {len(text.splitlines())} prompts to {out}")
     return 0
 
 

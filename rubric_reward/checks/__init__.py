@@ -64,7 +64,7 @@ def run_check(check: str, response: str, kwargs: Mapping[str, Any] | None = None
     if family == "text":
         from .text import check as text_check
 
-        return text_check(name, response)
+        return text_check(name, response, prompt)
     from .ifeval import check as strict, check_loose
 
     fn = check_loose if family == "ifeval_loose" else strict

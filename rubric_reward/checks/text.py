@@ -1,9 +1,12 @@
-"""Checks on the text itself rather than on an instruction: degenerate repetition.
+"""Checks on the text itself rather than on an instruction: degenerate repetition, no answer of its own.
 
 ``text:repeats_itself`` is MET when a response repeats itself: a line (case and spacing folded) occurs
 ``REPEATED_LINE`` times or more, or a response of 15 words or more has under ``DISTINCT_WORDS`` distinct words.
-Give it a negative weight to make it a penalty (``{name: repeats_itself, check: "text:repeats_itself",
-weight: -2}``). The GRPO recipe's reward-hacking indicator counts completions by the same rule.
+``text:echoes_prompt`` is MET when a response is no answer of its own: empty, or (after bare openers) only a
+run of words its prompt already holds, as the degenerate screen reads it (:mod:`rubric_reward.screening`),
+e.g. a format's example copied whole (``* first``, ``* second``, ``* third``). It reads the item's prompt.
+Give them a negative weight to make them penalties (``{name: repeats_itself, check: "text:repeats_itself",
+weight: -2}``). The GRPO recipe's reward-hacking indicators count completions by the same rules.
 """
 
 from __future__ import annotations
@@ -12,11 +15,16 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["CHECKS", "DISTINCT_WORDS", "REPEATED_LINE", "check", "fold", "repeats_itself", "validate"]
+from ..screening import screen_response
+
+__all__ = ["CHECKS", "DISTINCT_WORDS", "NON_ANSWERS", "REPEATED_LINE", "check", "echoes_prompt", "fold",
+           "repeats_itself", "validate"]
 
 REPEATED_LINE = 3  # a line that occurs this often makes a response repetitive
 DISTINCT_WORDS = 0.35  # so does a share of distinct words below this (in responses of 15 words or more)
 _MIN_WORDS = 15
+#: Screening reasons that mean "no answer of its own": nothing, or only words its prompt already holds.
+NON_ANSWERS = ("empty", "whitespace", "punctuation", "prompt_echo")
 
 
 def fold(text: str) -> str:
@@ -32,7 +40,13 @@ def repeats_itself(text: str) -> bool:
         (len(words) >= _MIN_WORDS and len(set(words)) / len(words) < DISTINCT_WORDS)
 
 
-CHECKS: dict[str, Callable[[str], bool]] = {"repeats_itself": repeats_itself}
+def echoes_prompt(text: str, prompt: Any = None) -> bool:
+    """True when ``text`` is no answer of its own (:data:`NON_ANSWERS`) to ``prompt`` (a string or messages)."""
+    return screen_response(text, prompt) in NON_ANSWERS
+
+
+CHECKS: dict[str, Callable[..., bool]] = {"repeats_itself": repeats_itself, "echoes_prompt": echoes_prompt}
+_READS_PROMPT = frozenset({"echoes_prompt"})
 
 
 def validate(name: str, kwargs: Mapping[str, Any] | None) -> None:
@@ -43,7 +57,7 @@ def validate(name: str, kwargs: Mapping[str, Any] | None) -> None:
         raise ValueError(f"check 'text:{name}' takes no kwargs, got {sorted(kwargs)}")
 
 
-def check(name: str, response: str) -> bool:
-    """Evaluate the text check ``name`` on ``response``."""
+def check(name: str, response: str, prompt: Any = None) -> bool:
+    """Evaluate the text check ``name`` on ``response`` (``prompt``: the item's, for checks that read it)."""
     validate(name, None)
-    return CHECKS[name](response)
+    return CHECKS[name](response, prompt) if name in _READS_PROMPT else CHECKS[name](response)

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from ...checks.text import fold, repeats_itself  # one folding rule for the check and these counts
+from ...checks.text import echoes_prompt, fold, repeats_itself  # one rule for the checks and these counts
 
 __all__ = ["contained_in_prompt", "hack_indicators", "length_change", "repeated_across_prompts", "repetitive",
            "score_length_correlation"]
@@ -29,8 +29,6 @@ LENGTH_COLLAPSE = 0.5  # a mean length below this fraction of the base's is flag
 SHARE_FLAG = 0.1  # a share of completions above this is flagged
 CORRELATION_FLAG = 0.5  # |rho| above this is flagged
 
-#: Screening reasons that mean "no answer of its own": nothing, or only words its prompt already holds.
-NON_ANSWERS = ("empty", "whitespace", "punctuation", "prompt_echo")
 
 
 def _share(count: int, total: int) -> float | None:
@@ -61,12 +59,9 @@ def repeated_across_prompts(completions: Sequence[str]) -> dict[str, Any]:
 
 def contained_in_prompt(prompts: Sequence[Any], completions: Sequence[str]) -> dict[str, Any]:
     """Completions that are no answer of their own: empty, or (after openers) only words their prompt already
-    holds, as the degenerate guard's screening reads them (:data:`NON_ANSWERS`): ``count``, ``share``, up
-    to three ``examples``."""
-    from ...screening import screen_response
-
-    hits = [text for prompt, text in zip(prompts, completions, strict=True)
-            if screen_response(text, prompt) in NON_ANSWERS]
+    holds, by the rule of the check ``text:echoes_prompt`` (the degenerate screen's): ``count``, ``share``, up to
+    three ``examples``."""
+    hits = [text for prompt, text in zip(prompts, completions, strict=True) if echoes_prompt(text, prompt)]
     share = _share(len(hits), len(completions))
     return {"count": len(hits), "share": share, "examples": [h[:80] for h in hits[:3]],
             "flag": bool(share and share > SHARE_FLAG)}
