@@ -45,8 +45,9 @@ def echoes_prompt(text: str, prompt: Any = None) -> bool:
     return screen_response(text, prompt) in NON_ANSWERS
 
 
-CHECKS: dict[str, Callable[..., bool]] = {"repeats_itself": repeats_itself, "echoes_prompt": echoes_prompt}
-_READS_PROMPT = frozenset({"echoes_prompt"})
+#: Each check as ``(response, prompt) -> bool`` (the prompt is the item's; a check may ignore it).
+CHECKS: dict[str, Callable[[str, Any], bool]] = {"repeats_itself": lambda text, _prompt: repeats_itself(text),
+                                                 "echoes_prompt": echoes_prompt}
 
 
 def validate(name: str, kwargs: Mapping[str, Any] | None) -> None:
@@ -60,4 +61,4 @@ def validate(name: str, kwargs: Mapping[str, Any] | None) -> None:
 def check(name: str, response: str, prompt: Any = None) -> bool:
     """Evaluate the text check ``name`` on ``response`` (``prompt``: the item's, for checks that read it)."""
     validate(name, None)
-    return CHECKS[name](response, prompt) if name in _READS_PROMPT else CHECKS[name](response)
+    return CHECKS[name](response, prompt)

@@ -30,7 +30,6 @@ SHARE_FLAG = 0.1  # a share of completions above this is flagged
 CORRELATION_FLAG = 0.5  # |rho| above this is flagged
 
 
-
 def _share(count: int, total: int) -> float | None:
     return count / total if total else None
 
