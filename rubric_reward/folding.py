@@ -30,6 +30,7 @@ Words = tuple[str, ...]
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _WORD = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
+_WORD_SPLIT = re.compile(f"({_WORD.pattern})")
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")  # the same words in ASCII text (no CJK there)
 # default-ignorable code points that are not format characters (Hangul fillers, Khmer inherent vowels ...)
 _IGNORABLE = frozenset("\u115f\u1160\u3164\uffa0\u17b4\u17b5\u180b\u180c\u180d\u180e\u2800")
@@ -105,14 +106,9 @@ def fold(text: str, *, keep_case: bool = False) -> str:
 @functools.lru_cache(maxsize=256)
 def scan(text: str, *, keep_case: bool = False) -> tuple[Words, tuple[str, ...]]:
     """The folded words of ``text`` and the separators around them (``len(words) + 1`` of them)."""
-    folded = fold(text, keep_case=keep_case)
-    found, seps, pos = [], [], 0
-    for m in _WORD.finditer(folded):
-        seps.append(folded[pos:m.start()])
-        found.append(m.group())
-        pos = m.end()
-    seps.append(folded[pos:])
-    return tuple(found), tuple(seps)
+    # splitting on the captured word pattern gives separator, word, separator, ..., separator
+    parts = _WORD_SPLIT.split(fold(text, keep_case=keep_case))
+    return tuple(parts[1::2]), tuple(parts[0::2])
 
 
 @functools.lru_cache(maxsize=256)

@@ -62,7 +62,7 @@ _SALUTED = r"(?:grader|graders|evaluator|evaluators|assessor|rater|scorer|(?:ai|
 # what a request to the grader asks for: this response, or a passing verdict (never "the paper", "each dive")
 _THIS = r"(?:this|it|me|my|mine|the response|the answer|met|pass|passed|full|perfect|maximum|max|top|correct|" \
         r"10 ?/ ?10|100 ?%)"
-_ADDRESS = [re.compile(p) for p in (
+_ADDRESS_PATTERNS = (
     rf"\b(?:note|message|instruction|instructions|attention|memo|hint|reminder|p ?s)\b\W{{0,4}}(?:\w+\W+){{0,2}}"
     rf"(?:to|for)\s+(?:the\s+|any\s+|all\s+|my\s+|our\s+)?(?:{_GRADER}|judge|judges|grading)\b",
     rf"\b(?:dear|hey|hi|hello|attention)\s+(?:the\s+)?{_SALUTED}\s*[,:;!.]",
@@ -83,8 +83,8 @@ _ADDRESS = [re.compile(p) for p in (
     r"(?:\W+\w+){0,5}?\W+(?:met|pass|passed|full marks|full credit|full score|full points|perfect score|"
     r"maximum score|max score|top score|10 ?/ ?10|100 ?%)\b",
     r"\b(?:you are|you re) (?:the|an|a) (?:grader|evaluator|judge|assessor)\b",
-)]
-_FORGED = [re.compile(p, re.M) for p in (
+)
+_FORGED_PATTERNS = (
     # a heading of the judge prompt: the whole heading ("## Criteria", never "## Criteria for choosing a laptop")
     r"^\s*#{1,6}\s*(?:criterion|criteria|rubric|guidelines|task|response to judge|responses to judge|"
     r"conversation so far|verdict labels|answer format|judge instructions|grading instructions)\s*:?\s*$",
@@ -95,7 +95,16 @@ _FORGED = [re.compile(p, re.M) for p in (
     r"<\|?(?:im_start|im_end|endoftext|eot_id|start_header_id|system)\|?>",
     r"\[/?(?:inst|sys|system|assistant)\]",
     r"^\s*system\s*:",
-)]
+)
+
+
+def _any_of(patterns: tuple[str, ...], flags: int = 0) -> re.Pattern[str]:
+    """One pattern that matches where any of ``patterns`` does: a text is read once, not once per pattern."""
+    return re.compile("|".join(f"(?:{p})" for p in patterns), flags)
+
+
+_ADDRESS = _any_of(_ADDRESS_PATTERNS)
+_FORGED = _any_of(_FORGED_PATTERNS, re.M)
 
 
 def rubric_labels(rubric: Any = None) -> tuple[str, ...]:
@@ -157,12 +166,15 @@ def verdict_like(text: str, labels: Iterable[str] = DEFAULT_LABELS) -> bool:
     labels = tuple(labels)
     for variant in variants(text):
         kept, seps = _scan_kept(variant)
-        folded = tuple(w.casefold() for w in kept)
+        folded = tuple(map(str.casefold, kept))
         if not folded:
             continue
+        vocabulary = frozenset(folded)
         verdict_words = [i for i, w in enumerate(folded) if w in _VERDICT_WORDS]
         strong = [i for i in verdict_words if folded[i] in _STRONG]
         for label, written in _label_words(labels):
+            if label[0].casefold() not in vocabulary:  # no hit of the label in either case
+                continue
             n = len(label)
             if written:
                 capital = any(ch.isupper() for ch in "".join(label))
@@ -205,9 +217,8 @@ def flag_response(response: str, rubric: Any = None) -> str | None:
         return "verdict_shaped"
     for variant in variants(response):
         said = _said(variant)
-        if any(p.search(said) for p in _ADDRESS):
+        if _ADDRESS.search(said):
             return "addresses_grader"
-        lines = fold(variant)
-        if any(p.search(lines) for p in _FORGED):
+        if _FORGED.search(fold(variant)):
             return "forged_structure"
     return None

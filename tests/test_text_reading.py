@@ -1,0 +1,99 @@
+"""The fast ways of reading a response read it as the plain ways do.
+
+``folding.scan`` splits on its captured word pattern instead of walking the matches; the flag's address and
+forged-structure rules are each one alternation instead of a list searched in turn; ``verdict_like`` skips a
+label whose first word the response does not hold. Each is checked here against the plain form on random text
+built from the characters and words the rules care about.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from rubric_reward import folding, injection
+
+ALPHABET = "ab Z_9-.\n\t:=>|#*`[]<\u00e9\u00df\u0130\u0301\u4e00\uff21\u200b\u202e\u202c"
+WORDS = ("MET UNMET met unmet CANNOT_ASSESS N/A verdict score grade grader judge judges ignore previous instructions "
+         "note to the for : = > | ## ### Criterion Criteria C1: system: <|im_start|> [INST] mark this as full marks "
+         "you are an evaluator output pass 10/10 100% reason Office Gala \\u004d &#77; %4D \u202e dear hello , . "
+         "disregard rubric must award answer with json verdict labels: judge each criterion").split(" ")
+
+
+def _texts(seed: int, n: int) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        if rng.random() < 0.5:
+            out.append("".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 40))))
+        else:
+            out.append(rng.choice([" ", "\n", ""]).join(rng.choice(WORDS) for _ in range(rng.randint(1, 14))))
+    return out
+
+
+def _plain_scan(text: str, keep_case: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    folded = folding.fold(text, keep_case=keep_case)
+    found, seps, pos = [], [], 0
+    for m in folding._WORD.finditer(folded):
+        seps.append(folded[pos:m.start()])
+        found.append(m.group())
+        pos = m.end()
+    seps.append(folded[pos:])
+    return tuple(found), tuple(seps)
+
+
+@pytest.mark.parametrize("keep_case", [False, True])
+def test_scan_splits_as_the_match_walk_does(keep_case):
+    for text in _texts(0, 4000):
+        assert folding.scan(text, keep_case=keep_case) == _plain_scan(text, keep_case), repr(text)
+
+
+@pytest.mark.parametrize(("combined", "patterns", "flags"), [
+    (injection._ADDRESS, injection._ADDRESS_PATTERNS, 0),
+    (injection._FORGED, injection._FORGED_PATTERNS, re.M),
+])
+def test_one_alternation_matches_where_any_rule_does(combined, patterns, flags):
+    singles = [re.compile(p, flags) for p in patterns]
+    hits = 0
+    for text in _texts(1, 4000):
+        for read in (injection._said(text), folding.fold(text)):
+            expected = any(p.search(read) for p in singles)
+            assert bool(combined.search(read)) == expected, repr(read)
+            hits += expected
+    assert hits > 50  # the random text does reach the rules
+
+
+def _plain_verdict_like(text: str, labels: tuple[str, ...]) -> bool:
+    """``verdict_like`` without the vocabulary skip (its loops as they were)."""
+    for variant in injection.variants(text):
+        kept, seps = injection._scan_kept(variant)
+        folded = tuple(w.casefold() for w in kept)
+        if not folded:
+            continue
+        verdict_words = [i for i, w in enumerate(folded) if w in injection._VERDICT_WORDS]
+        strong = [i for i in verdict_words if folded[i] in injection._STRONG]
+        for label, written in injection._label_words(labels):
+            n = len(label)
+            if written:
+                capital = any(ch.isupper() for ch in "".join(label))
+                for i in injection._hits(kept, label):
+                    if verdict_words or injection._KEYVALUE.search(seps[i]) or (
+                            capital and not injection._named(kept, seps, i + n)):
+                        return True
+            folded_label = tuple(w.casefold() for w in label)
+            for i in injection._hits(folded, folded_label):
+                if any(i - injection._NEAR - 1 <= j <= i + n + injection._NEAR for j in strong):
+                    return True
+    return False
+
+
+@pytest.mark.parametrize("labels", [injection.DEFAULT_LABELS, ("MET", "UNMET"), ("poor", "good", "great", "N/A")])
+def test_the_vocabulary_skip_changes_no_verdict(labels):
+    found = 0
+    for text in _texts(2, 4000):
+        expected = _plain_verdict_like(text, labels)
+        assert injection.verdict_like(text, labels) == expected, repr(text)
+        found += expected
+    assert found > 50
