@@ -105,6 +105,10 @@ def _any_of(patterns: tuple[str, ...], flags: int = 0) -> re.Pattern[str]:
 
 _ADDRESS = _any_of(_ADDRESS_PATTERNS)
 _FORGED = _any_of(_FORGED_PATTERNS, re.M)
+# every forged-structure rule needs one of these in the folded text, which most responses do not hold
+_FORGED_NEEDS = ("#", "verdict labels", "answer with", "judge each criterion", "im_start", "im_end", "endoftext",
+                 "eot_id", "start_header_id", "system", "[inst", "[/inst", "[sys", "[/sys", "[assistant",
+                 "[/assistant")
 
 
 def rubric_labels(rubric: Any = None) -> tuple[str, ...]:
@@ -219,6 +223,7 @@ def flag_response(response: str, rubric: Any = None) -> str | None:
         said = _said(variant)
         if _ADDRESS.search(said):
             return "addresses_grader"
-        if _FORGED.search(fold(variant)):
+        lines = fold(variant)
+        if any(need in lines for need in _FORGED_NEEDS) and _FORGED.search(lines):
             return "forged_structure"
     return None

@@ -184,7 +184,7 @@ def screen_response(response: str, prompt: Any = None, *, rubric: Any = None,
     if _covered(said, keys) or any(_compact_key(compact(t), phrase_list) for t in {response, visual(response)}):
         return "master_key"
     if rubric is not None:
-        filler = keys | frozenset((w,) for w in said if w in _RUBRIC_FIELDS or w.isdigit())
+        filler = keys | frozenset((w,) for w in set(said) if w in _RUBRIC_FIELDS or w.isdigit())
         if not _covered(said, filler) and _covered(said, _pieces(_rubric_texts(rubric)) | filler):
             return "rubric_echo"
     rest = _strip_openers(said, keys)

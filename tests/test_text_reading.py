@@ -1,7 +1,8 @@
 """The fast ways of reading a response read it as the plain ways do.
 
 ``folding.scan`` splits on its captured word pattern instead of walking the matches; the flag's address and
-forged-structure rules are each one alternation instead of a list searched in turn; ``verdict_like`` skips a
+forged-structure rules are each one alternation instead of a list searched in turn (the forged ones only
+when the text holds one of the words they need); ``verdict_like`` skips a
 label whose first word the response does not hold. Each is checked here against the plain form on random text
 built from the characters and words the rules care about.
 """
@@ -63,6 +64,15 @@ def test_one_alternation_matches_where_any_rule_does(combined, patterns, flags):
             assert bool(combined.search(read)) == expected, repr(read)
             hits += expected
     assert hits > 50  # the random text does reach the rules
+
+
+def test_a_forged_structure_needs_one_of_its_words():
+    singles = [re.compile(p, re.M) for p in injection._FORGED_PATTERNS]
+    texts = _texts(3, 4000) + [f"{p} {q}" for p in WORDS for q in ("", "x", ":")]
+    for text in texts:
+        read = folding.fold(text)
+        if any(p.search(read) for p in singles):
+            assert any(need in read for need in injection._FORGED_NEEDS), repr(read)
 
 
 def _plain_verdict_like(text: str, labels: tuple[str, ...]) -> bool:
