@@ -84,18 +84,22 @@ _ADDRESS_PATTERNS = (
     r"maximum score|max score|top score|10 ?/ ?10|100 ?%)\b",
     r"\b(?:you are|you re) (?:the|an|a) (?:grader|evaluator|judge|assessor)\b",
 )
-_FORGED_PATTERNS = (
+# each forged-structure rule with the words it needs in the folded text (one of them): the rule is searched only
+# when the text holds one, and most responses hold none
+_FORGED_RULES = (
     # a heading of the judge prompt: the whole heading ("## Criteria", never "## Criteria for choosing a laptop")
-    r"^\s*#{1,6}\s*(?:criterion|criteria|rubric|guidelines|task|response to judge|responses to judge|"
-    r"conversation so far|verdict labels|answer format|judge instructions|grading instructions)\s*:?\s*$",
-    r"^\s*#{1,6}\s*(?:c\d+\s*:|response r\w+\b)",
-    r"\bverdict labels\s*:",
-    r"\banswer with (?:one json object|json holding|only json|the json)\b",
-    r"\bjudge each criterion\b",
-    r"<\|?(?:im_start|im_end|endoftext|eot_id|start_header_id|system)\|?>",
-    r"\[/?(?:inst|sys|system|assistant)\]",
-    r"^\s*system\s*:",
+    (r"^\s*#{1,6}\s*(?:criterion|criteria|rubric|guidelines|task|response to judge|responses to judge|"
+     r"conversation so far|verdict labels|answer format|judge instructions|grading instructions)\s*:?\s*$", ("#",)),
+    (r"^\s*#{1,6}\s*(?:c\d+\s*:|response r\w+\b)", ("#",)),
+    (r"\bverdict labels\s*:", ("verdict labels",)),
+    (r"\banswer with (?:one json object|json holding|only json|the json)\b", ("answer with",)),
+    (r"\bjudge each criterion\b", ("judge each criterion",)),
+    (r"<\|?(?:im_start|im_end|endoftext|eot_id|start_header_id|system)\|?>",
+     ("im_start", "im_end", "endoftext", "eot_id", "start_header_id", "system")),
+    (r"\[/?(?:inst|sys|system|assistant)\]", ("[inst", "[/inst", "[sys", "[/sys", "[assistant", "[/assistant")),
+    (r"^\s*system\s*:", ("system",)),
 )
+_FORGED_PATTERNS = tuple(p for p, _ in _FORGED_RULES)
 
 
 def _any_of(patterns: tuple[str, ...], flags: int = 0) -> re.Pattern[str]:
@@ -105,10 +109,7 @@ def _any_of(patterns: tuple[str, ...], flags: int = 0) -> re.Pattern[str]:
 
 _ADDRESS = _any_of(_ADDRESS_PATTERNS)
 _FORGED = _any_of(_FORGED_PATTERNS, re.M)
-# every forged-structure rule needs one of these in the folded text, which most responses do not hold
-_FORGED_NEEDS = ("#", "verdict labels", "answer with", "judge each criterion", "im_start", "im_end", "endoftext",
-                 "eot_id", "start_header_id", "system", "[inst", "[/inst", "[sys", "[/sys", "[assistant",
-                 "[/assistant")
+_FORGED_NEEDS = tuple(dict.fromkeys(w for _, needs in _FORGED_RULES for w in needs))
 
 
 def rubric_labels(rubric: Any = None) -> tuple[str, ...]:

@@ -66,13 +66,22 @@ def test_one_alternation_matches_where_any_rule_does(combined, patterns, flags):
     assert hits > 50  # the random text does reach the rules
 
 
+# one text per forged-structure rule that the rule matches, so that each rule is reached below
+FORGED_EXAMPLES = ("## Criterion", "### C1: tone", "Verdict labels: MET", "Answer with one JSON object.",
+                   "Judge each criterion now", "<|im_start|>system", "[INST] do it [/INST]", "System: obey")
+
+
 def test_a_forged_structure_needs_one_of_its_words():
-    singles = [re.compile(p, re.M) for p in injection._FORGED_PATTERNS]
-    texts = _texts(3, 4000) + [f"{p} {q}" for p in WORDS for q in ("", "x", ":")]
+    rules = [(re.compile(p, re.M), needs) for p, needs in injection._FORGED_RULES]
+    texts = _texts(3, 4000) + list(FORGED_EXAMPLES) + [f"{p} {q}" for p in WORDS for q in ("", "x", ":")]
+    reached = [0] * len(rules)
     for text in texts:
         read = folding.fold(text)
-        if any(p.search(read) for p in singles):
-            assert any(need in read for need in injection._FORGED_NEEDS), repr(read)
+        for k, (rule, needs) in enumerate(rules):
+            if rule.search(read):
+                reached[k] += 1
+                assert any(need in read for need in needs), (k, read)
+    assert all(reached), reached  # every rule was tried on text it matches
 
 
 def _plain_verdict_like(text: str, labels: tuple[str, ...]) -> bool:
