@@ -27,9 +27,13 @@ def available_cpus() -> int:
 
 
 def prepare_environment() -> None:
-    """Before torch is imported: sleeping idle OpenMP threads, no tokenizers pool (values already set win)."""
+    """Before torch is imported: sleeping idle OpenMP threads, no tokenizers pool (values already set win), and
+    glibc keeping freed memory (:func:`rubric_reward.cpu_memory.retain_freed_memory`)."""
+    from .cpu_memory import retain_freed_memory
+
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    retain_freed_memory()
 
 
 def set_torch_threads(threads: int | None = None) -> int:

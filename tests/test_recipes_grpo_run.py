@@ -96,6 +96,25 @@ def test_no_config_means_offline_default() -> None:
     assert model.model_name_or_path == "smollm2-135m-instruct" and recipe.dataset_name == "offline-instructions"
     assert recipe.judge is None and training.max_steps == 1 and recipe.reward_config["reward"] == "score"
     assert "punctuation:no_comma" in recipe.ifeval_types and training.num_generations == 8
+    assert model.dtype == "auto"
+
+
+@pytest.mark.parametrize(("asked", "kernels", "use_cpu", "expected"), [
+    ("auto", True, True, "bfloat16"), ("auto", False, True, "float32"), ("float32", True, True, "float32"),
+    ("bfloat16", False, True, "bfloat16"), (None, True, True, None)])
+def test_policy_dtype_auto_follows_the_cpu_kernels(monkeypatch: pytest.MonkeyPatch, asked: str | None,
+                                                   kernels: bool, use_cpu: bool, expected: str | None) -> None:
+    """``dtype: auto`` is resolved by the local judge's rule (bfloat16 only where oneDNN has the kernels); the
+    resolved name is what the model loads with and what the summary records."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from rubric_reward.recipes.grpo.run import resolve_policy_dtype
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: kernels, raising=False)
+    model = SimpleNamespace(dtype=asked)
+    assert resolve_policy_dtype(model, SimpleNamespace(use_cpu=use_cpu)) == expected and model.dtype == expected
 
 
 def test_bad_recipe_values_are_named() -> None:
@@ -248,6 +267,9 @@ def test_offline_default_shortened(tmp_path: Path) -> None:
     wanted = set(summary["ifeval"]["types_wanted"])
     ifeval_rows = [json.loads(x) for x in (out / "ifeval" / "base" / "eval_results_strict.jsonl").read_text().splitlines()]
     assert len(ifeval_rows) == 2 and all(wanted & set(r["instruction_id_list"]) for r in ifeval_rows)
+    from rubric_reward.judges.transformers_backend import resolve_dtype
+
+    assert summary["environment"]["dtype"] == resolve_dtype("auto", "cpu")  # dtype: auto, resolved
 
 
 @pytest.mark.slow

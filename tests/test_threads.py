@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 
 import pytest
 
@@ -44,3 +45,39 @@ def test_torch_threads_is_a_checked_recipe_field() -> None:
 
     with pytest.raises(ValueError, match="torch_threads"):
         RecipeArguments(torch_threads=0)
+
+
+_MAPPED_BLOCKS = """
+import ctypes, sys
+from rubric_reward.cpu_memory import retain_freed_memory
+
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.mallinfo2.restype = Info
+set_here = retain_freed_memory()
+before = libc.mallinfo2().hblks
+block = libc.malloc(64 << 20)
+print(set_here, libc.mallinfo2().hblks - before)
+libc.free(block)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc only")
+@pytest.mark.parametrize(("env", "expected"), [({}, "True 0"), ({"RUBRIC_REWARD_MALLOC": "system"}, "False 1"),
+                                                ({"MALLOC_ARENA_MAX": "2"}, "False 1")])
+def test_large_blocks_come_from_the_heap_unless_the_user_chose(env: dict[str, str], expected: str) -> None:
+    """A 64 MiB block is not a fresh mapping after retain_freed_memory (so freeing it does not hand the pages
+    back to be faulted in again); a user's own allocator settings win."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    clean.pop("RUBRIC_REWARD_MALLOC", None)
+    out = subprocess.run([sys.executable, "-c", _MAPPED_BLOCKS], env={**clean, **env}, capture_output=True,
+                         text=True, check=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.split("\n")[0] == expected

@@ -47,6 +47,20 @@ def _has_accelerator() -> bool:
     return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
 
 
+def resolve_policy_dtype(model: Any, training: Any) -> str | None:
+    """Turn ``dtype: auto`` into the dtype this device computes fast and return it: bfloat16 on a GPU or on a
+    CPU whose oneDNN has bfloat16 kernels (AVX-512 or AMX), float32 elsewhere (the rule the local judge and the
+    generator use for ``engine_args: {dtype: auto}``). Any other value is kept."""
+    if model.dtype != "auto":
+        return model.dtype
+    from ...judges.transformers_backend import resolve_dtype
+
+    device = "cuda" if _has_accelerator() and not training.use_cpu else "cpu"
+    model.dtype = resolve_dtype("auto", device)
+    say(f"[grpo] dtype auto: {model.dtype} on this {'GPU' if device == 'cuda' else 'CPU'}")
+    return model.dtype
+
+
 def _print_where(training: Any, monitor: bool, extra: str = "") -> None:
     if not is_main_process():
         return
@@ -96,6 +110,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
         callbacks.append(monitor)
     if training.dataloader_pin_memory and not _has_accelerator():
         training.dataloader_pin_memory = False  # pinned memory needs an accelerator; torch warns at every epoch
+    resolve_policy_dtype(model, training)
     model_kwargs = dict(training.model_init_kwargs or {})
     if model.dtype and "dtype" not in model_kwargs:
         model_kwargs["dtype"] = model.dtype
