@@ -65,11 +65,14 @@ def generate_responses(
     merge_adapter: bool = False,
     api_key: str | None = None,
     timeout_s: float = 600.0,
+    dtype: str | None = None,
 ) -> list[str]:
     """Greedy responses to ``prompts``, in order (see the module docstring for the backends).
 
     ``batch_size`` is the generation batch (transformers) or the number of concurrent requests
     (openai); vLLM schedules its own batches. ``api_key`` is sent as a bearer token (openai only).
+    ``dtype`` (transformers only): the weights' dtype; None is bfloat16 on a GPU and float32 on a CPU, ``auto``
+    also bfloat16 on a CPU with bfloat16 kernels (the local judge's rule).
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -80,7 +83,7 @@ def generate_responses(
         return []
     if backend == "transformers":
         texts = _generate_transformers(conversations, model, adapter, max_new_tokens, batch_size, seed,
-                                       progress, merge_adapter)
+                                       progress, merge_adapter, dtype)
     elif backend == "vllm":
         texts = _generate_vllm(conversations, model, adapter, max_new_tokens, seed, progress)
     else:
@@ -94,17 +97,18 @@ def generate_responses(
 # ------------------------------------------------------------------------------------------ transformers
 
 
-def _load_transformers(model: str, adapter: str | None, merge: bool) -> tuple[Any, Any]:
+def _load_transformers(model: str, adapter: str | None, merge: bool, dtype: str | None = None) -> tuple[Any, Any]:
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
         raise ImportError(f"the transformers backend needs torch and transformers: {_TRAIN_HINT}") from exc
     path = _resolve(model)
+    from .judges.transformers_backend import resolve_dtype
+
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
     try:
-        lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, resolve_dtype(dtype, device)))
     except (OSError, ValueError) as exc:
         raise RuntimeError(f"could not load model {model!r} from {path}: {exc}") from exc
     tokenizer_source = path
@@ -139,11 +143,11 @@ def _eos_ids(lm: Any, tokenizer: Any) -> list[int]:
 
 def _generate_transformers(conversations: list[list[dict[str, Any]]], model: str, adapter: str | None,
                            max_new_tokens: int, batch_size: int, seed: int, progress: bool,
-                           merge: bool) -> list[str]:
+                           merge: bool, dtype: str | None = None) -> list[str]:
     import torch
 
     torch.manual_seed(seed)
-    lm, tok = _load_transformers(model, adapter, merge)
+    lm, tok = _load_transformers(model, adapter, merge, dtype)
     if not getattr(tok, "chat_template", None):
         raise ValueError(f"the tokenizer of {model!r} has no chat template")
     # apply_chat_template(return_tensors=...) returns a BatchEncoding in transformers 5: render, then tokenize.

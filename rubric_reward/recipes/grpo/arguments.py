@@ -15,6 +15,7 @@ from typing import Any
 __all__ = ["DEFAULT_CONFIG", "RecipeArguments", "with_config"]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "configs" / "grpo" / "offline_default.yaml"
+EVAL_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def _maybe_structured(value: Any) -> Any:
@@ -72,6 +73,10 @@ class RecipeArguments:
         "torch intra-op threads (default: the CPUs this process may use, shared among the machine's processes)")})
     eval_max_new_tokens: int = field(default=256, metadata={"help": "token limit of monitor/report completions"})
     eval_batch_size: int = field(default=8, metadata={"help": "prompts per generation batch of monitor/report"})
+    eval_dtype: str = field(default="auto", metadata={"help": (
+        "weights' dtype of monitor/report/IFEval generation (transformers backend): auto = bfloat16 on a GPU or on "
+        "a CPU with bfloat16 kernels, float32 elsewhere; the base and every checkpoint are scored at this one "
+        "precision")})
     bootstrap_resamples: int = field(default=2000, metadata={"help": "bootstrap resamples of every interval"})
     confidence: float = field(default=0.95, metadata={"help": "confidence level of every interval"})
     # ---------------------------------------------------------------- final report
@@ -102,6 +107,8 @@ class RecipeArguments:
             raise ValueError(f"train_order must be one of {', '.join(TRAIN_ORDERS)}, got {self.train_order!r}")
         if self.generation_backend not in ("transformers", "vllm", "openai"):
             raise ValueError(f"generation_backend must be transformers, vllm or openai, got {self.generation_backend!r}")
+        if self.eval_dtype not in EVAL_DTYPES:
+            raise ValueError(f"eval_dtype must be one of {', '.join(EVAL_DTYPES)}, got {self.eval_dtype!r}")
         for name in ("eval_max_new_tokens", "eval_batch_size", "bootstrap_resamples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")

@@ -143,7 +143,7 @@ def generation_kwargs(recipe: RecipeArguments, max_new_tokens: int | None = None
     """``generate_responses`` arguments of the monitor and the report (adapters merged: no LoRA cost per token)."""
     return {"backend": recipe.generation_backend, "base_url": recipe.generation_base_url,
             "max_new_tokens": max_new_tokens or recipe.eval_max_new_tokens, "batch_size": recipe.eval_batch_size,
-            "merge_adapter": True}
+            "merge_adapter": True, "dtype": recipe.eval_dtype}
 
 
 def build_monitor(recipe: RecipeArguments, training: Any, model: Any, selection: Sequence[Mapping[str, Any]],

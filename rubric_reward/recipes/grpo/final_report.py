@@ -46,11 +46,13 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
-def run_environment(*, seed: int | None, dtype: str | None, bf16: bool = False) -> dict[str, Any]:
+def run_environment(*, seed: int | None, dtype: str | None, bf16: bool = False,
+                    eval_dtype: str | None = None) -> dict[str, Any]:
     """What a run's numbers depend on besides its arguments, for comparing runs: ``seed``, ``torch_threads``,
     the policy's ``dtype``, ``bf16_autocast`` (TrainingArguments ``bf16``), whether oneDNN has bfloat16 kernels
     on this CPU (``bf16_kernels_available``: the local judge's own test, ``resolve_dtype("auto", ...)``) and
     whether the run used them (``bf16_kernels_used``: bfloat16 weights or autocast where they exist), the
+    ``eval_dtype`` its monitor and report generated in (resolved), the
     ``cpu`` model (/proc/cpuinfo), ``device``, and the ``versions`` of torch, transformers, trl and peft."""
     from importlib import metadata
 
@@ -67,9 +69,11 @@ def run_environment(*, seed: int | None, dtype: str | None, bf16: bool = False) 
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
+    eval_dtype = None if eval_dtype is None else resolve_dtype(eval_dtype, device)
     return {"seed": seed, "torch_threads": torch.get_num_threads(), "dtype": dtype, "bf16_autocast": bool(bf16),
+            "eval_dtype": eval_dtype,
             "bf16_kernels_available": available,
-            "bf16_kernels_used": available and (bool(bf16) or dtype == "bfloat16"),
+            "bf16_kernels_used": available and (bool(bf16) or "bfloat16" in (dtype, eval_dtype)),
             "cpu": _cpu_model(), "device": device, "versions": versions}
 
 
@@ -152,7 +156,8 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
         meta={"model": model_ref or base_model, "dataset": recipe.dataset_name, "train_seconds": train_seconds,
               "recipe": asdict(recipe), "max_steps": training.max_steps,
               "environment": run_environment(seed=training.seed, dtype=getattr(model, "dtype", None),
-                                             bf16=bool(getattr(training, "bf16", False)))},
+                                             bf16=bool(getattr(training, "bf16", False)),
+                                             eval_dtype=recipe.eval_dtype)},
     )
 
 

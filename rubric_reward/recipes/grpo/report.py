@@ -485,6 +485,7 @@ def environment_line(env: Mapping[str, Any]) -> str:
     return ("Run: " + (f"seed {env['seed']}; " if "seed" in env else "")
             + f"torch threads {env.get('torch_threads', 'n/a')}; dtype "
             f"{env.get('dtype', 'n/a')}" + (" with bf16 autocast" if env.get("bf16_autocast") else "")
+            + (f", evaluation {env['eval_dtype']}" if env.get("eval_dtype") else "")
             + f" (bfloat16 kernels {bf16}); CPU {env.get('cpu') or 'n/a'}" + (f"; {versions}" if versions else "")
             + ".")
 
