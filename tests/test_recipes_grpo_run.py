@@ -124,6 +124,37 @@ def test_bad_recipe_values_are_named() -> None:
         RecipeArguments(generation_backend="tgi")
     with pytest.raises(ValueError, match="could not parse"):
         RecipeArguments(judge="{model: [")
+    with pytest.raises(ValueError, match="eval_dtype must be one of auto, float32, bfloat16, float16, got 'bf16'"):
+        RecipeArguments(eval_dtype="bf16")
+
+
+@pytest.mark.parametrize(("asked", "kernels", "loaded"), [
+    (None, True, "float32"), ("auto", True, "bfloat16"), ("auto", False, "float32"), ("float32", True, "float32")])
+def test_eval_dtype_reaches_the_generation_weights(monkeypatch: pytest.MonkeyPatch, asked: str | None,
+                                                    kernels: bool, loaded: str) -> None:
+    """The monitor's and report's ``generation_kwargs`` carry ``eval_dtype``; the transformers backend loads the
+    weights at the dtype the local judge's rule resolves it to (None: float32 on a CPU, as before)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from rubric_reward import rollouts
+    from rubric_reward.recipes.grpo import RecipeArguments
+    from rubric_reward.recipes.grpo.builders import generation_kwargs
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: kernels, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    seen: list[torch.dtype] = []
+
+    def fake_load(path: str, dtype: torch.dtype) -> object:
+        seen.append(dtype)
+        raise OSError("stop after the dtype is chosen")
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", fake_load)
+    kwargs = generation_kwargs(RecipeArguments(**({} if asked is None else {"eval_dtype": asked})))
+    assert kwargs["dtype"] == (asked or "auto")
+    with pytest.raises(RuntimeError, match="could not load model"):
+        rollouts._load_transformers("some/model", None, False, asked)
+    assert seen == [getattr(torch, loaded)]
 
 
 def test_step_line_is_short_and_skips_monitor_records() -> None:

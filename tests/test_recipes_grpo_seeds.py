@@ -256,11 +256,16 @@ def test_run_environment_is_recorded_in_the_first_lines(tmp_path):
 
     from rubric_reward.judges.transformers_backend import resolve_dtype
     from rubric_reward.recipes.grpo.final_report import run_environment
+    from rubric_reward.recipes.grpo.report import environment_line
 
     env = run_environment(seed=3, dtype=None, bf16=False)
     assert env["seed"] == 3 and env["torch_threads"] == torch.get_num_threads() and env["dtype"] == "float32"
     assert env["bf16_kernels_available"] == (resolve_dtype("auto", env["device"]) == "bfloat16")
-    assert env["bf16_kernels_used"] is False
+    assert env["bf16_kernels_used"] is False and env["eval_dtype"] is None
+    evaluated = run_environment(seed=3, dtype="float32", eval_dtype="auto")
+    assert evaluated["eval_dtype"] == resolve_dtype("auto", env["device"])
+    assert evaluated["bf16_kernels_used"] == (evaluated["eval_dtype"] == "bfloat16")
+    assert "evaluation " + evaluated["eval_dtype"] in environment_line(evaluated)
     assert env["versions"] == {k: metadata.version(k) for k in ("torch", "transformers", "trl", "peft")}
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file() and "model name" in cpuinfo.read_text():
