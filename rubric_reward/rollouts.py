@@ -146,8 +146,21 @@ def _generate_transformers(conversations: list[list[dict[str, Any]]], model: str
                            merge: bool, dtype: str | None = None) -> list[str]:
     import torch
 
+    from .cpu_memory import release_freed_memory
+
     torch.manual_seed(seed)
     lm, tok = _load_transformers(model, adapter, merge, dtype)
+    try:
+        return _greedy_batches(lm, tok, conversations, model, max_new_tokens, batch_size, progress)
+    finally:
+        del lm
+        release_freed_memory()  # inside a training process (the monitor) the model's memory goes back
+
+
+def _greedy_batches(lm: Any, tok: Any, conversations: list[list[dict[str, Any]]], model: str, max_new_tokens: int,
+                    batch_size: int, progress: bool) -> list[str]:
+    import torch
+
     if not getattr(tok, "chat_template", None):
         raise ValueError(f"the tokenizer of {model!r} has no chat template")
     # apply_chat_template(return_tensors=...) returns a BatchEncoding in transformers 5: render, then tokenize.

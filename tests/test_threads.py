@@ -81,3 +81,42 @@ def test_large_blocks_come_from_the_heap_unless_the_user_chose(env: dict[str, st
     out = subprocess.run([sys.executable, "-c", _MAPPED_BLOCKS], env={**clean, **env}, capture_output=True,
                          text=True, check=True, cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.split("\n")[0] == expected
+
+
+_RELEASED = """
+import ctypes, os
+from rubric_reward.cpu_memory import release_freed_memory, retain_freed_memory
+
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+def rss_mib():
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") >> 20
+set_here = retain_freed_memory()
+block = libc.malloc(256 << 20)
+ctypes.memset(block, 1, 256 << 20)  # fault the pages in
+libc.free(block)
+kept = rss_mib()
+released = release_freed_memory()
+print(set_here, released, kept - rss_mib())
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc only")
+@pytest.mark.parametrize("env", [{}, {"RUBRIC_REWARD_MALLOC": "system"}])
+def test_freed_memory_goes_back_when_released(env: dict[str, str]) -> None:
+    """A freed 256 MiB block stays resident under retain_freed_memory (the 2 GiB trim threshold) until
+    release_freed_memory hands its pages back; with the allocator left alone there is nothing to release."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    clean.pop("RUBRIC_REWARD_MALLOC", None)
+    out = subprocess.run([sys.executable, "-c", _RELEASED], env={**clean, **env}, capture_output=True,
+                         text=True, check=True, cwd=Path(__file__).resolve().parents[1])
+    set_here, released, freed_mib = out.stdout.split()
+    if env:
+        assert (set_here, released) == ("False", "False") and abs(int(freed_mib)) < 32  # glibc unmapped it on free
+    else:
+        assert (set_here, released) == ("True", "True") and int(freed_mib) >= 200
