@@ -6,13 +6,12 @@
 Each prompt is a short task on one topic plus one verifiable instruction. Its rubric (all programmatic checks,
 no judge needed) gives the instruction weight 2 and adds two criteria a non-answer fails: at least
 MIN_WORDS words, and the task's topic word; a penalty (weight -1) takes a quarter off when the topic word comes
-SPAM times or more (a list of "*honey*" lines is not an answer), and penalties of weight -4 zero a response that
-repeats itself (``text:repeats_itself``: a line 3 times, or few distinct words; "* first:\n*\n*\n*" lists were
-what GRPO learnt without it) and one that holds the instruction's own phrase ("fewer than 40 words") or copies
-its example ("this phrase"): a copy of the prompt. So the instruction's phrase alone, one word or silence scores
-at most half, a loop or a copy of the prompt nothing, and the full score needs an on-topic answer in its own words
-that follows the instruction. (At -2 a loop that met the instruction, `[name] [name] [name] ...`, scored 0.5, as
-much as an honest answer that missed it, and trained policies looped in 10-22 of 140 greedy completions.) Instruction types were
+SPAM times or more (a list of "*honey*" lines is not an answer), one of weight -2 halves a response that repeats
+itself (``text:repeats_itself``: a line 3 times, or few distinct words; "* first:\n*\n*\n*" lists were what
+GRPO learnt without it), and one of weight -4 zeroes a completion that holds the instruction's own phrase
+("fewer than 40 words") or copies its example ("this phrase"): a copy of the prompt. So the instruction's phrase
+alone, one word or silence scores at most half, a copy of the prompt nothing, and the full score needs an
+on-topic answer in its own words that follows the instruction. Instruction types were
 chosen because SmolLM2-135M-Instruct follows them sometimes but not always (docs/training.md has the
 measured base rates), which is where GRPO groups get reward spread.
 """
@@ -29,7 +28,7 @@ OUT = Path(__file__).resolve().parents[1] / "rubric_reward" / "data" / "instruct
 SEED = 0
 MIN_WORDS = 15
 SPAM = 5  # the topic word this often or more is spam: a penalty of 1 (of the 4 positive weight points)
-REPEATS = -4  # a response that repeats itself (text:repeats_itself) loses all the positive weight
+REPEATS = -2  # a response that repeats itself (text:repeats_itself) loses half the positive weight
 
 # (task, topic word): the task is one short sentence that contains its topic word.
 TOPICS = [
