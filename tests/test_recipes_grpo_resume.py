@@ -223,3 +223,21 @@ def test_checkpoints_looked_at_counts_distinct_steps() -> None:
 
     rows = [{"step": 0}, {"step": 2}, {"step": 4}, {"step": 0}, {"step": 4}]
     assert checkpoints_looked_at(rows) == 2 and checkpoints_looked_at([]) == 0
+
+
+def test_best_passes_over_a_flagged_checkpoint_and_says_so(tmp_path: Path) -> None:
+    """best/ keeps the unflagged checkpoint when a later, higher one is flagged, and best.json names the latter."""
+    monitor = _monitor(tmp_path)
+    for step in (10, 20):
+        (_checkpoint(tmp_path, step) / "adapter_config.json").write_text(json.dumps({"step": step}))
+    flagged = ["repetition: 12% of completions repeat themselves (base 5%)"]
+    records = [{"step": 0, "mean": 0.59}, {"step": 10, "mean": 0.64, "checkpoint": str(tmp_path / "checkpoint-10"),
+                                           "watch": []}]
+    monitor._refresh_best(records)
+    assert json.loads((tmp_path / "best" / "best.json").read_text())["passed_over"] == []
+    records.append({"step": 20, "mean": 0.69, "checkpoint": str(tmp_path / "checkpoint-20"), "watch": flagged})
+    monitor._refresh_best(records)
+    best = json.loads((tmp_path / "best" / "best.json").read_text())
+    assert best["step"] == 10 and best["passed_over"] == [20]
+    assert (tmp_path / "best" / "adapter_config.json").read_bytes() == \
+        (tmp_path / "checkpoint-10" / "adapter_config.json").read_bytes()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rubric_reward.recipes.grpo.watch import WatchConfig, copied_share, length_correlation, watch_flags, watch_lines
+from rubric_reward.recipes.grpo.watch import (WatchConfig, copied_share, length_correlation, repetitive_share,
+                                              watch_flags, watch_lines)
 
 
 def rec(step, mean=0.5, training=None, length=40.0, rho=0.0, copied=0.0, **kw):
@@ -55,6 +56,19 @@ def test_length_and_copy_signs():
     assert kinds(watch_flags([base, rec(10, copied=0.4)])) == ["copied answers"]
     assert watch_flags([rec(0, copied=0.5), rec(10, copied=0.4)]) == []  # no more than the base did
     assert watch_flags([base, rec(10, rho=None, length=None, copied=None)]) == []
+
+
+def test_repetition_sign():
+    base = rec(0, repetitive_share=0.05)
+    flags = watch_flags([base, rec(10, repetitive_share=0.125)])
+    assert flags == ["repetition: 12% of completions repeat themselves (base 5%)"]
+    assert watch_flags([base, rec(10, repetitive_share=0.1)]) == []  # at the threshold: not more than it
+    assert watch_flags([rec(0, repetitive_share=0.2), rec(10, repetitive_share=0.15)]) == []  # not above the base
+    assert watch_flags([base, rec(10)]) == []  # an older record without the field is not checked
+    assert kinds(watch_flags([base, rec(10, repetitive_share=0.3)], WatchConfig(repetitive_share=0.5))) == []
+    loops = ["* First:\n*\n*\n*\n*", "A short honest answer.", "go go go go go go go go go go go go go go go go",
+             "Fine."]
+    assert repetitive_share(loops) == 0.5 and repetitive_share([]) is None
 
 
 def test_the_issue_run_is_flagged():

@@ -63,8 +63,10 @@ class RecipeArguments:
     monitor_judge_base_url: str | None = field(default=None, metadata={
         "help": "OpenAI-compatible endpoint of the monitor judge"})
     watch: dict | str | None = field(default=None, metadata={"help": (
-        "reward-hacking watch thresholds (rubric_reward.recipes.grpo.watch.WatchConfig: min_rise, stall, correlation_rise, "
-        "length_collapse, copied_share, stop_after); with monitor_judge every checkpoint is scored by both judges")})
+        "reward-hacking watch thresholds (rubric_reward.recipes.grpo.watch.WatchConfig: min_rise, stall, "
+        "correlation_rise, length_collapse, copied_share, repetitive_share, stop_after); with monitor_judge every "
+        "checkpoint is scored by both judges; a flagged checkpoint is not picked as best while an unflagged one is "
+        "there")})
     generation_backend: str = field(default="transformers", metadata={"help": (
         "greedy generation for monitor and report: transformers, vllm or openai")})
     generation_base_url: str | None = field(default=None, metadata={

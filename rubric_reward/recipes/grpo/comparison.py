@@ -21,8 +21,8 @@ from typing import Any
 
 from ...evaluation import interval_dict as _interval
 
-__all__ = ["PERFECT", "SIGNIFICANT_P", "compare_paired", "load_selection_scores", "pool_seeds", "score_value",
-           "selection_table", "tie_identical"]
+__all__ = ["PERFECT", "SIGNIFICANT_P", "best_record", "compare_paired", "load_selection_scores", "pool_seeds",
+           "score_value", "selection_table", "tie_identical"]
 
 PERFECT = 1.0 - 1e-9
 
@@ -44,6 +44,19 @@ def score_value(x: Any, metric: str = "score") -> float | None:
             return score_value(x.result, metric)
         return _finite(x.reward) if getattr(x, "guard", None) else None
     raise TypeError(f"cannot read a score from a {type(x).__name__}")
+
+
+def best_record(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The checkpoint to ship: the highest selection mean (the earlier step wins a tie) among the checkpoints
+    (step > 0) the reward-hacking watch did not flag; among all of them when the watch flagged every one.
+
+    A flagged checkpoint scored high on the selection split by a behaviour the watch names (completions that
+    repeat themselves, copied answers, a collapse in length, ...), so its mean is not evidence of a better
+    policy. The monitor's ``best/``, the summary's selection table and the monitor plot all use this rule.
+    """
+    scored = [r for r in records if int(r["step"]) > 0 and r.get("mean") is not None]
+    pool = [r for r in scored if not r.get("watch")] or scored
+    return dict(max(pool, key=lambda r: (r["mean"], -int(r["step"])))) if pool else None
 
 
 def _finite(x: Any) -> float | None:
@@ -186,8 +199,7 @@ def selection_table(records: Sequence[Mapping[str, Any]],
     scores = scores or {}
     base = next((r for r in records if int(r["step"]) == 0), None)
     checkpoints = [r for r in records if int(r["step"]) > 0]
-    best = max((r for r in checkpoints if r.get("mean") is not None), key=lambda r: (r["mean"], -int(r["step"])),
-               default=None)
+    best = best_record(checkpoints)
     base_scores = scores.get(0)
     rows = []
     for rec in checkpoints:
@@ -200,7 +212,7 @@ def selection_table(records: Sequence[Mapping[str, Any]],
                      "ci_high": rec.get("ci_high"), "delta": delta, "perfect": rec.get("perfect"),
                      "n": rec.get("n"), "unscored": rec.get("unscored"), "mean_length": record_length(rec),
                      "judge_cost": rec.get("judge_cost"), "pvalue": pvalue, "pvalue_holm": None,
-                     "best": best is not None and step == int(best["step"])})
+                     "best": best is not None and step == int(best["step"]), "flagged": bool(rec.get("watch"))})
     tested = [i for i, r in enumerate(rows) if r["pvalue"] is not None]
     if tested:
         for i, p in zip(tested, holm_adjust([rows[i]["pvalue"] for i in tested])):

@@ -9,8 +9,9 @@ training judge; a second judge family shows judge coupling), and
 * appends one record per step to ``<output_dir>/monitor.jsonl`` (step, mean with a bootstrap interval,
   perfect-score count, mean length in tokens, unscored count, judge cost and calls, the completions' file);
 * logs the same numbers as ``monitor/...`` through the trainer's loggers (``report_to``);
-* copies the adapter with the best selection mean so far to ``<output_dir>/best/`` (``best/best.json`` says
-  which step it is);
+* copies the best checkpoint so far to ``<output_dir>/best/`` (``best/best.json`` says which step it is): the
+  highest selection mean among the checkpoints the reward-hacking watch did not flag
+  (:func:`~rubric_reward.recipes.grpo.comparison.best_record`);
 * redraws ``<output_dir>/monitor.png`` (score and length against step);
 * keeps the reward-hacking watch (:mod:`rubric_reward.recipes.grpo.watch`): with ``training_reward`` (the training
   judge, when the monitor's own reward is a second judge) every checkpoint is scored by both, and each
@@ -39,6 +40,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from .checkpoints import complete_checkpoints
+from .comparison import best_record
 
 __all__ = ["CheckpointMonitor", "MonitorRecord", "best_record", "checkpoints_looked_at", "read_records", "score_values",
            "token_lengths"]
@@ -97,12 +99,6 @@ def checkpoints_looked_at(records: Sequence[Mapping[str, Any]]) -> int:
     """How many checkpoints the monitor looked at: distinct steps > 0 (a step a resumed run recorded again
     counts once; step 0 is the base model)."""
     return len({int(r["step"]) for r in records if int(r["step"]) > 0})
-
-
-def best_record(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The checkpoint (step > 0) with the highest selection mean; the earlier step wins a tie."""
-    scored = [r for r in records if r["step"] > 0 and r.get("mean") is not None]
-    return dict(max(scored, key=lambda r: (r["mean"], -r["step"]))) if scored else None
 
 
 def score_values(records: Sequence[Any], metric: str) -> list[float | None]:
@@ -252,7 +248,7 @@ class CheckpointMonitor(TrainerCallback):
     def _record(self, step: int, checkpoint: Any, prompts: list[Any], completions: list[str], results: list[Any],
                 values: list[float | None], seconds: float, training: list[float | None] | None = None
                 ) -> dict[str, Any]:
-        from .watch import copied_share, length_correlation
+        from .watch import copied_share, length_correlation, repetitive_share
 
         scored = [v for v in values if v is not None]
         interval = self._interval(values)
@@ -261,7 +257,8 @@ class CheckpointMonitor(TrainerCallback):
         cost = sum(r.result.cost for r in results if getattr(r, "result", None) is not None)
         calls = sum(r.result.judge_calls for r in results if getattr(r, "result", None) is not None)
         watch: dict[str, Any] = {"length_rho": length_correlation(values if training is None else training, lengths),
-                                 "copied_share": copied_share(prompts, completions)}
+                                 "copied_share": copied_share(prompts, completions),
+                                 "repetitive_share": repetitive_share(completions)}
         if training is not None:
             t = self._interval(training)
             watch.update(training_mean=None if t is None else t.estimate, training_ci_low=None if t is None else t.low,
@@ -296,13 +293,24 @@ class CheckpointMonitor(TrainerCallback):
     def _refresh_best(self, records: list[dict[str, Any]]) -> None:
         """Make ``best/`` hold the adapter of the best recorded checkpoint (copied: rotation may delete it)."""
         best = best_record(records)
+        passed = [r["step"] for r in records if r["step"] > 0 and r.get("watch") and r.get("mean") is not None
+                  and best is not None and (r["mean"], -r["step"]) > (best["mean"], -best["step"])]
         target = self.output_dir / BEST_DIR
         marker = target / BEST_FILE
         try:
-            current = json.loads(marker.read_text())["step"]
-        except (OSError, ValueError, KeyError):
-            current = None
-        if best is None or current == best["step"]:
+            current = json.loads(marker.read_text())
+            step = current["step"]
+        except (OSError, ValueError, KeyError, TypeError):
+            current, step = None, None
+        if best is None:
+            return
+        if step == best["step"]:
+            if current.get("passed_over") != passed:  # a later flagged checkpoint scored higher: say so
+                tmp_marker = marker.with_suffix(".json.tmp")
+                tmp_marker.write_text(json.dumps({**current, "passed_over": passed}, indent=2) + "\n")
+                os.replace(tmp_marker, marker)
+                print(f"[monitor] best/ stays checkpoint-{step}: passed over flagged step(s) "
+                      f"{', '.join(map(str, passed))}", flush=True)
             return
         source = Path(best["checkpoint"])
         if not (source / "adapter_config.json").is_file():
@@ -317,15 +325,18 @@ class CheckpointMonitor(TrainerCallback):
                 shutil.copy2(source / name, tmp / name)
         info = {k: best.get(k) for k in ("step", "checkpoint", "mean", "ci_low", "ci_high", "perfect", "n",
                                          "metric")}
+        info["passed_over"] = passed  # higher selection means the watch flagged
         (tmp / BEST_FILE).write_text(json.dumps(info, indent=2) + "\n")
         shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
-        print(f"[monitor] best/ <- checkpoint-{best['step']} (selection mean {best['mean']:.3f})", flush=True)
+        print(f"[monitor] best/ <- checkpoint-{best['step']} (selection mean {best['mean']:.3f}"
+              + (f"; passed over flagged step(s) {', '.join(map(str, passed))}" if passed else "") + ")", flush=True)
 
     def _log(self, record: dict[str, Any], state: Any) -> None:
         metrics = {f"monitor/{k}": float(record[k]) for k in
                    ("mean", "ci_low", "ci_high", "perfect", "unscored", "mean_length_tokens", "judge_cost",
-                    "judge_calls", "training_mean", "length_rho", "copied_share") if record.get(k) is not None}
+                    "judge_calls", "training_mean", "length_rho", "copied_share", "repetitive_share")
+                   if record.get(k) is not None}
         metrics["monitor/watch_flags"] = float(len(record.get("watch") or ()))
         if self.log is not None:
             self.log(metrics)

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .comparison import record_length, score_value
+from .comparison import best_record, record_length, score_value
 
 __all__ = ["plot_monitor", "plot_score_distributions"]
 
@@ -73,9 +73,9 @@ def plot_monitor(path: str | Path, records: Sequence[Mapping[str, Any]], *, titl
         base = next((m for s, m in zip(xs, ys) if s == 0), None)
         if base is not None:
             top.axhline(base, color="grey", linestyle="--", linewidth=1, label="base model")
-        checkpoints = [(s, m) for s, m in zip(xs, ys) if s > 0]
-        if checkpoints:
-            best_step, best_mean = max(checkpoints, key=lambda t: (t[1], -t[0]))
+        best = best_record(shown)
+        if best is not None:
+            best_step, best_mean = int(best["step"]), float(best["mean"])
             top.plot([best_step], [best_mean], marker="*", markersize=14, color="#d62728", linestyle="none",
                      label=f"best (step {best_step})")
         top.legend(fontsize="small", loc="lower right")

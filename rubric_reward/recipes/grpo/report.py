@@ -448,7 +448,9 @@ def _selection_blocks(summary: Mapping[str, Any], monitor: Sequence[Mapping[str,
     level = int(round(100 * summary["settings"]["confidence"]))
     base_rec = selection["base"]
     blocks = [B.Heading(2, "Selection split: checkpoints looked at"), B.Para(
-        "Each checkpoint against the base model on the selection split, where the best one was picked. "
+        "Each checkpoint against the base model on the selection split, where the best one was picked: the "
+        "highest mean among the checkpoints the reward-hacking watch did not flag (among all when it flagged every "
+        "one). "
         f"p: paired Wilcoxon vs the base (same tie rule); Holm: adjusted across the {selection['tested']} "
         "checkpoints tested. The best checkpoint's nominal p is optimistic (it won a contest on this split); the "
         "report split above is the honest test." + ("" if base_rec else " No base-model record (step 0): no deltas "
@@ -459,7 +461,7 @@ def _selection_blocks(summary: Mapping[str, Any], monitor: Sequence[Mapping[str,
                                             "high": base_rec.get("ci_high")}), "", _perfect(base_rec),
                       _fmt(record_length(base_rec), 1), str(base_rec.get("unscored", "")), "", ""])
     for r in selection["rows"]:
-        table.append([f"{r['step']}" + (" (best)" if r["best"] else ""),
+        table.append([f"{r['step']}" + (" (best)" if r["best"] else "") + (" (flagged)" if r.get("flagged") else ""),
                       _ci_text({"estimate": r["mean"], "low": r["ci_low"], "high": r["ci_high"]}),
                       _signed(r["delta"]), _perfect(r), _fmt(r["mean_length"], 1),
                       str(r["unscored"] if r["unscored"] is not None else ""), _p(r["pvalue"]), _p(r["pvalue_holm"])])

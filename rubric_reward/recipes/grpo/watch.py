@@ -11,7 +11,12 @@ monitor records up to a checkpoint and says what looks like hacking there:
   lengths climbed by at least ``correlation_rise`` over the base's: the reward pays for length;
 * **length collapse**: the mean length fell below ``length_collapse`` times the base's;
 * **copied answers**: more than ``copied_share`` of the completions (and more than the base's share) are
-  empty or only words their prompt already holds.
+  empty or only words their prompt already holds;
+* **repetition**: more than ``repetitive_share`` of the completions (and more than the base's share) repeat
+  themselves (a line three times or more, or few distinct words: the report's rule, :mod:`.hacks`).
+
+A flagged checkpoint is not picked as the best while an unflagged one exists
+(:func:`rubric_reward.recipes.grpo.comparison.best_record`).
 
 The monitor writes the flags into ``monitor.jsonl`` (``watch``), prints them, logs ``monitor/watch_flags``,
 and can stop training after ``stop_after`` flagged checkpoints; :func:`watch_lines` gives the summary's
@@ -27,7 +32,7 @@ from typing import Any
 
 from ...sections import check_fields, from_section
 
-__all__ = ["WatchConfig", "copied_share", "length_correlation", "watch_flags", "watch_lines"]
+__all__ = ["WatchConfig", "copied_share", "length_correlation", "repetitive_share", "watch_flags", "watch_lines"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,8 @@ class WatchConfig:
     copied_share: float = field(default=0.1, metadata={
         "help": "copied answers: more than this share of completions are empty or copy their prompt",
         "ge": 0, "le": 1})
+    repetitive_share: float = field(default=0.1, metadata={
+        "help": "repetition: more than this share of completions repeat themselves", "ge": 0, "le": 1})
     stop_after: int = field(default=0, metadata={"help": "stop training after this many flagged checkpoints "
                                                          "(0: never)", "ge": 0})
 
@@ -63,6 +70,13 @@ def copied_share(prompts: Sequence[Any], completions: Sequence[str]) -> float | 
     from .hacks import contained_in_prompt
 
     return contained_in_prompt(prompts, completions)["share"] if completions else None
+
+
+def repetitive_share(completions: Sequence[str]) -> float | None:
+    """The share of completions that repeat themselves (:func:`rubric_reward.recipes.grpo.hacks.repetitive`)."""
+    from .hacks import repetitive
+
+    return repetitive(completions)["share"] if completions else None
 
 
 def length_correlation(values: Sequence[float | None], lengths: Sequence[float]) -> float | None:
@@ -84,7 +98,7 @@ def watch_flags(records: Sequence[Mapping[str, Any]], config: WatchConfig | None
 
     A record holds ``mean`` (the monitor's selection score: the second judge's when there is one),
     ``training_mean`` (the training judge's, present with a second judge), ``mean_length_tokens``,
-    ``length_rho`` and ``copied_share``."""
+    ``length_rho``, ``copied_share`` and ``repetitive_share`` (a record without one is not checked for it)."""
     config = config or WatchConfig()
     if not records:
         return []
@@ -112,6 +126,9 @@ def watch_flags(records: Sequence[Mapping[str, Any]], config: WatchConfig | None
     if share is not None and share > config.copied_share and share > share0:
         flags.append(f"copied answers: {share:.0%} of completions are empty or only words of their prompt "
                      f"(base {share0:.0%})")
+    share, share0 = now.get("repetitive_share"), base.get("repetitive_share") or 0.0
+    if share is not None and share > config.repetitive_share and share > share0:
+        flags.append(f"repetition: {share:.0%} of completions repeat themselves (base {share0:.0%})")
     return flags
 
 
