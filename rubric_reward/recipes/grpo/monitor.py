@@ -225,7 +225,6 @@ class CheckpointMonitor(TrainerCallback):
         record["watch"] = watch_flags([r for r in earlier if r["step"] < step] + [record], self.watch)
         # rewritten whole, not appended: a line torn by a kill would swallow the next one appended to it
         self._rewrite(sorted([*earlier, record], key=lambda r: r["step"]))
-        self._refresh_best(self.records())
         self._log(record, state)
         ci = "" if record["ci_low"] is None else f" [{record['ci_low']:.3f}, {record['ci_high']:.3f}]"
         mean = "n/a" if record["mean"] is None else f"{record['mean']:.3f}"
@@ -236,6 +235,7 @@ class CheckpointMonitor(TrainerCallback):
               flush=True)
         for flag in record["watch"]:
             print(f"[monitor] WATCH {label}: {flag}", flush=True)
+        self._refresh_best(self.records())  # after the flags, so the console reads cause then pick
         return record
 
     def _interval(self, values: Sequence[float | None]) -> Any:
