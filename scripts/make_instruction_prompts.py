@@ -78,7 +78,7 @@ INSTRUCTIONS = {
 }
 
 
-def rubric(name: str, kind: str, topic: str, echo: float = 0) -> dict:
+def rubric(name: str, kind: str, topic: str, echo: float = 0, repeats: float = REPEATS) -> dict:
     text, check, kwargs, own_phrase, *example = INSTRUCTIONS[kind]
     assert all(phrase in text.casefold() for phrase in [own_phrase, *example]), kind
     instruction = {"name": kind, "check": f"ifeval:{check}", "weight": 2}
@@ -97,19 +97,19 @@ def rubric(name: str, kind: str, topic: str, echo: float = 0) -> dict:
     if example:
         criteria.append({"name": "copies_example", "check": "ifeval:keywords:existence", "weight": -4,
                          "kwargs": {"keywords": example}})
-    criteria.append({"name": "repeats_itself", "check": "text:repeats_itself", "weight": REPEATS})
+    criteria.append({"name": "repeats_itself", "check": "text:repeats_itself", "weight": repeats})
     if echo:
         criteria.append({"name": "echoes_prompt", "check": "text:echoes_prompt", "weight": echo})
     return {"name": name, "criteria": criteria}
 
 
-def build(seed: int = SEED, echo: float = 0) -> list[dict]:
+def build(seed: int = SEED, echo: float = 0, repeats: float = REPEATS) -> list[dict]:
     """Every topic with every instruction type, in a seeded order; ids say topic and type."""
     rows = []
     for task, topic in TOPICS:
         for kind, (text, *_) in INSTRUCTIONS.items():
             row_id = f"{topic}-{kind}"
-            rows.append({"id": row_id, "prompt": f"{task} {text}", "rubric": rubric(row_id, kind, topic, echo),
+            rows.append({"id": row_id, "prompt": f"{task} {text}", "rubric": rubric(row_id, kind, topic, echo, repeats),
                          "benchmark": kind})
     random.Random(seed).shuffle(rows)
     return rows
@@ -125,11 +125,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--echo-weight", type=float, default=0, help=(
         "add text:echoes_prompt with this (negative) weight to every rubric: a completion that is only words of "
         "its prompt, e.g. the bullets example copied whole (default 0: not in the bundled set)"))
+    parser.add_argument("--repeat-weight", type=float, default=REPEATS, help=(
+        f"weight of text:repeats_itself in every rubric (a penalty; default {REPEATS}, the bundled set's)"))
     parser.add_argument("--out", type=Path, default=OUT, help="where to write (default: the bundled file)")
     args = parser.parse_args(argv)
     if args.echo_weight > 0:
         parser.error(f"--echo-weight must be negative (a penalty), got {args.echo_weight}")
-    text = render(build(echo=args.echo_weight))
+    if args.repeat_weight >= 0:
+        parser.error(f"--repeat-weight must be negative (a penalty), got {args.repeat_weight}")
+    text = render(build(echo=args.echo_weight, repeats=args.repeat_weight))
     out = args.out
     if args.check:
         same = out.is_file() and out.read_text(encoding="utf-8") == text
