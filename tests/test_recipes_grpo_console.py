@@ -53,6 +53,10 @@ def test_hacking_flags_and_watch_are_cautions(tmp_path):
     assert "[grpo] caution, the reward-hacking watch flagged step 10: length collapse" in lines
     assert any(line.startswith("[grpo] regressions: none") for line in lines)
     assert "none fired" not in "\n".join(lines)
+    (tmp_path / "best").mkdir()
+    (tmp_path / "best" / "best.json").write_text(json.dumps({"step": 5, "passed_over": [10]}))
+    assert ("[grpo] best/ is step 5: the best selection score among the checkpoints the watch did not flag "
+            "(passed over step(s) 10)") in final_lines(path)
 
 
 def test_a_missing_summary_json_is_one_line(tmp_path):

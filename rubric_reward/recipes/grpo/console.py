@@ -153,6 +153,19 @@ def _regressions(summary: dict[str, Any], run_dir: Path) -> list[str]:
     return out
 
 
+def _best_line(run_dir: Path) -> list[str]:
+    """Which checkpoint ``best/`` holds when the watch flagged some: flagged ones are not picked."""
+    from .monitor import BEST_DIR, BEST_FILE
+
+    try:
+        best = json.loads((run_dir / BEST_DIR / BEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    passed = best.get("passed_over") or []
+    return [f"[grpo] best/ is step {best.get('step')}: the best selection score among the checkpoints the watch "
+            "did not flag" + (f" (passed over step(s) {', '.join(map(str, passed))})" if passed else "")]
+
+
 def final_lines(summary_path: str | Path) -> list[str]:
     """What the run prints last: the summary's opening sentence, regressions and reward-hacking cautions (or
     that none fired), then where the files are. Reads ``summary.json`` beside ``summary_path``."""
@@ -176,6 +189,8 @@ def final_lines(summary_path: str | Path) -> list[str]:
     except Exception:  # noqa: BLE001 - the watch is extra; the summary is already written
         watched = []
     lines += [f"[grpo] caution, the reward-hacking watch flagged {w}" for w in watched]
+    if watched:
+        lines += _best_line(run_dir)
     if not flags and not watched:
         lines.append("[grpo] reward-hacking indicators: none fired (length, repeated or copied completions)")
     plots = summary.get("plots") or {}
