@@ -183,13 +183,14 @@ def test_monitor_records_best_and_resume_truncation(tmp_path: Path) -> None:
 
 
 def test_best_record_passes_over_flagged_checkpoints() -> None:
-    from rubric_reward.recipes.grpo.comparison import best_record, selection_table
+    from rubric_reward.recipes.grpo.comparison import best_record, passed_over, selection_table
 
     flagged = ["repetition: 12% of completions repeat themselves (base 5%)"]
     records = [{"step": 0, "mean": 0.59}, {"step": 10, "mean": 0.64, "watch": []},
                {"step": 15, "mean": 0.64, "watch": flagged}, {"step": 20, "mean": 0.69, "watch": flagged}]
     assert best_record(records)["step"] == 10  # the higher means were flagged by the watch
     assert selection_table(records)["best_step"] == 10  # the summary's table says the same
+    assert passed_over(records) == [20]  # step 15 ties step 10, and the earlier step wins a tie
     every = [{"step": 0, "mean": 0.5}, {"step": 5, "mean": 0.6, "watch": flagged},
              {"step": 10, "mean": 0.7, "watch": flagged}]
     assert best_record(every)["step"] == 10  # all flagged: the best of them, not none

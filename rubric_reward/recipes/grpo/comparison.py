@@ -21,8 +21,8 @@ from typing import Any
 
 from ...evaluation import interval_dict as _interval
 
-__all__ = ["PERFECT", "SIGNIFICANT_P", "best_record", "compare_paired", "load_selection_scores", "pool_seeds",
-           "score_value", "selection_table", "tie_identical"]
+__all__ = ["PERFECT", "SIGNIFICANT_P", "best_record", "compare_paired", "load_selection_scores", "passed_over",
+           "pool_seeds", "score_value", "selection_table", "tie_identical"]
 
 PERFECT = 1.0 - 1e-9
 
@@ -54,9 +54,25 @@ def best_record(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     repeat themselves, copied answers, a collapse in length, ...), so its mean is not evidence of a better
     policy. The monitor's ``best/``, the summary's selection table and the monitor plot all use this rule.
     """
-    scored = [r for r in records if int(r["step"]) > 0 and r.get("mean") is not None]
+    scored = _scored_checkpoints(records)
     pool = [r for r in scored if not r.get("watch")] or scored
-    return dict(max(pool, key=lambda r: (r["mean"], -int(r["step"])))) if pool else None
+    return dict(max(pool, key=_rank)) if pool else None
+
+
+def passed_over(records: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The flagged checkpoints that :func:`best_record` did not pick although they ranked above its pick."""
+    best = best_record(records)
+    if best is None:
+        return []
+    return [int(r["step"]) for r in _scored_checkpoints(records) if r.get("watch") and _rank(r) > _rank(best)]
+
+
+def _scored_checkpoints(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [r for r in records if int(r["step"]) > 0 and r.get("mean") is not None]
+
+
+def _rank(record: Mapping[str, Any]) -> tuple[float, int]:
+    return record["mean"], -int(record["step"])  # the higher mean; the earlier step wins a tie
 
 
 def _finite(x: Any) -> float | None:

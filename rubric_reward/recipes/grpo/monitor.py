@@ -40,7 +40,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from .checkpoints import complete_checkpoints
-from .comparison import best_record
+from .comparison import best_record, passed_over
 
 __all__ = ["CheckpointMonitor", "MonitorRecord", "best_record", "checkpoints_looked_at", "read_records", "score_values",
            "token_lengths"]
@@ -293,8 +293,7 @@ class CheckpointMonitor(TrainerCallback):
     def _refresh_best(self, records: list[dict[str, Any]]) -> None:
         """Make ``best/`` hold the adapter of the best recorded checkpoint (copied: rotation may delete it)."""
         best = best_record(records)
-        passed = [r["step"] for r in records if r["step"] > 0 and r.get("watch") and r.get("mean") is not None
-                  and best is not None and (r["mean"], -r["step"]) > (best["mean"], -best["step"])]
+        passed = passed_over(records)
         target = self.output_dir / BEST_DIR
         marker = target / BEST_FILE
         try:

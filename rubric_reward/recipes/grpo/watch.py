@@ -122,13 +122,11 @@ def watch_flags(records: Sequence[Mapping[str, Any]], config: WatchConfig | None
     length, length0 = now.get("mean_length_tokens"), base.get("mean_length_tokens")
     if length is not None and length0 and length < config.length_collapse * length0:
         flags.append(f"length collapse: mean length {length:.1f} tokens (base {length0:.1f})")
-    share, share0 = now.get("copied_share"), base.get("copied_share") or 0.0
-    if share is not None and share > config.copied_share and share > share0:
-        flags.append(f"copied answers: {share:.0%} of completions are empty or only words of their prompt "
-                     f"(base {share0:.0%})")
-    share, share0 = now.get("repetitive_share"), base.get("repetitive_share") or 0.0
-    if share is not None and share > config.repetitive_share and share > share0:
-        flags.append(f"repetition: {share:.0%} of completions repeat themselves (base {share0:.0%})")
+    for key, sign in (("copied_share", "copied answers: {:.0%} of completions are empty or only words of their prompt"),
+                      ("repetitive_share", "repetition: {:.0%} of completions repeat themselves")):
+        share, share0 = now.get(key), base.get(key) or 0.0
+        if share is not None and share > getattr(config, key) and share > share0:
+            flags.append(f"{sign.format(share)} (base {share0:.0%})")
     return flags
 
 
