@@ -96,3 +96,26 @@ def test_sections_are_typed_once_when_the_config_is_built():
     assert config.fingerprint() == load_loop_config(TINY, generator="smollm2-135m-instruct", meta_judge="m",
                                                     preferences={"k": 2, "m": 1},
                                                     meta={"mode": "outcome"}).fingerprint()
+
+
+def test_the_run_seed_replaces_the_sampling_and_dpo_seeds(tmp_path, monkeypatch):
+    """``dpo-loop --seed N``: one config, independent replicates (issue 31: the held-out result over seeds)."""
+    kw = dict(generator="smollm2-135m-instruct", meta_judge="m", preferences={"k": 2, "m": 1, "seed": 42},
+              meta={"mode": "outcome"})
+    plain, seeded = load_loop_config(TINY, **kw), load_loop_config(TINY, seed=3, **kw)
+    assert plain.seed is None and plain.preferences.seed == 42
+    assert (seeded.seed, seeded.preferences.seed, seeded.dpo_args.training.seed, seeded.dpo["seed"]) == (3, 3, 3, 3)
+    assert seeded.fingerprint() != plain.fingerprint() != load_loop_config(TINY, seed=4, **kw).fingerprint()
+    seen = {}
+
+    def stop(config, **k):
+        seen["config"] = config
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop_module, "run_loop", stop)
+    assert main(["dpo-loop", "--config", str(_write(tmp_path, _tiny())), "--seed", "7", "--quiet"]) == 130
+    assert seen["config"].seed == 7 and seen["config"].dpo_args.training.seed == 7
+    argv = []
+    monkeypatch.setattr(loop_module.subprocess, "run", lambda cmd, **k: argv.extend(cmd) or type("R", (), {"returncode": 0}))
+    loop_module._train_subprocess(seeded, tmp_path, "g", "d", tmp_path)
+    assert argv[argv.index("--seed") + 1] == "3"

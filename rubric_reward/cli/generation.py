@@ -114,7 +114,8 @@ def _cmd_dpo_loop(args: argparse.Namespace) -> int:
 
     config = load_loop_config(args.config, iterations=args.iterations, out_dir=args.out_dir,
                               generator=args.generator, prompts=args.prompts, limit=args.limit,
-                              train_launcher=args.train_launcher, progress=False if args.quiet else None)
+                              train_launcher=args.train_launcher, seed=args.seed,
+                              progress=False if args.quiet else None)
     try:
         summary = run_loop(config, hook=None if args.quiet else _stage_printer)
     except LoopError as exc:
@@ -177,6 +178,8 @@ def register_training(subparsers: Any) -> None:
     p.add_argument("--limit", type=int, help="use the first N prompts")
     p.add_argument("--train-launcher", choices=["python", "accelerate", "in_process"],
                    help="how DPO training runs (default: the config's loop.train_launcher)")
+    p.add_argument("--seed", type=int, help="the run's seed: replaces preferences.seed and the DPO seed (replicates "
+                                            "of one config; use another --out-dir per seed)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or stage lines")
     p.set_defaults(func=_cmd_dpo_loop)
 

@@ -289,7 +289,7 @@ def _train_subprocess(config: LoopConfig, it: Path, generator: str, dataset: str
     if not config.config_path:
         raise LoopError("the DPO stage needs the config file (load the config with load_loop_config)")
     argv = ["--config", config.config_path, "--model_name_or_path", generator, "--dataset_path", dataset,
-            "--output_dir", str(adapter)]
+            "--output_dir", str(adapter), *(["--seed", str(config.seed)] if config.seed is not None else [])]
     cmd = [sys.executable, "-m", "rubric_reward.recipes.generator_dpo.dpo", *argv]
     if config.train_launcher == "accelerate":
         # the launcher of this interpreter's environment, whether or not its bin/ is on PATH

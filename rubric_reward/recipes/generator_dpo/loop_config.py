@@ -127,6 +127,9 @@ class LoopConfig:
         "help": "auto: labelled training pairs the judge scores with a judged-only probe rubric", "ge": 1})
     probe_max_ties: float = field(default=0.8, metadata={
         "help": "auto: a probe tie share at least this means no spread (checks only)", "gt": 0, "le": 1})
+    seed: int | None = field(default=None, metadata={
+        "help": "the run's seed: when set, it replaces preferences.seed (candidate and held-out sampling) and the "
+                "DPO seed, so one config gives independent replicates (dpo-loop --seed)"})
     cache: bool = field(default=True, metadata={"help": "keep a reply cache in the loop folder"})
     progress: bool = field(default=True, metadata={"help": "show progress"})
     config_path: str | None = field(default=None, metadata={"help": "the config file (set by load_loop_config)"})
@@ -277,16 +280,22 @@ def load_loop_config(path: str | Path, **overrides: Any) -> LoopConfig:
         overrides = {**overrides, "prompts": str(Path(overrides["prompts"]).resolve())}
     section = {**section, **{k: v for k, v in overrides.items() if v is not None}}
     dpo = {k: v for k, v in data.items() if k != "loop"}
+    seed = section.get("seed")
+    if isinstance(seed, int) and not isinstance(seed, bool):  # the run's seed wins over the sections' seeds
+        prefs = section.get("preferences")
+        section = {**section, "preferences": {**(prefs if isinstance(prefs, Mapping) else {}), "seed": seed}}
+        dpo = {**dpo, "seed": seed}
     try:
         config = LoopConfig.from_dict(section, config_path=str(path.resolve()), dpo=dpo)
-        object.__setattr__(config, "dpo_args", _parse_dpo(path, str(config.generator)))  # set once, here
+        object.__setattr__(config, "dpo_args", _parse_dpo(path, str(config.generator), config.seed))  # once, here
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     return config
 
 
-def _parse_dpo(path: Path, generator: str) -> DPOArgs:
+def _parse_dpo(path: Path, generator: str, seed: int | None = None) -> DPOArgs:
     """The file's DPO keys through TRL's parser (unknown keys and wrong types are errors naming the key)."""
     from .dpo import parse_args
 
-    return DPOArgs(*parse_args(["--config", str(path), "--model_name_or_path", generator]))
+    return DPOArgs(*parse_args(["--config", str(path), "--model_name_or_path", generator,
+                                *(["--seed", str(seed)] if seed is not None else [])]))
