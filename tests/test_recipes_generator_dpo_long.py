@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(str(resources.files("rubric_reward.data")))
 
 
-@pytest.mark.parametrize("name", ["offline_default.yaml", "offline_long.yaml"])
+@pytest.mark.parametrize("name", ["offline_default.yaml", "offline_long.yaml", "offline_checks.yaml"])
 def test_the_chosen_likelihood_term_reaches_dpo_config(name):
     from trl import DPOConfig
 
@@ -26,11 +26,14 @@ def test_the_chosen_likelihood_term_reaches_dpo_config(name):
     training = config.dpo_args.training
     assert isinstance(training, DPOConfig)
     assert training.loss_type == ["sigmoid", "sft"] and training.loss_weights == [1.0, 1.0]
-    assert config.outcome_criteria == ("auto" if name == "offline_long.yaml" else "all")
+    assert config.outcome_criteria == {"offline_long.yaml": "auto", "offline_checks.yaml": "checks"}.get(name, "all")
     assert config.meta.mode == "outcome"
     if name == "offline_long.yaml":
         assert (config.preferences.k, config.iterations, config.probe_pairs) == (8, 3, 16)
         assert config.heldout.prompts == "labelled:heldout"
+    if name == "offline_checks.yaml":  # the measured K = 16 configuration (docs/generation.md)
+        assert (config.preferences.k, config.preferences.temperature, config.heldout.samples) == (16, 0.9, 2)
+        assert training.num_train_epochs == 2 and config.prompts == "labelled:train"
 
 
 def test_offline_long_names_its_pool_and_says_how_to_make_it(tmp_path):
