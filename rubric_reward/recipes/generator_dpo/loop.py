@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from ...journal import write_atomic
-from .loop_config import LAUNCHERS, LoopConfig, load_loop_config
+from .loop_config import LAUNCHERS, LoopConfig, load_loop_config, seed_argv
 
 __all__ = ["LAUNCHERS", "STAGES", "LoopConfig", "LoopError", "LoopSummary", "iteration_generators", "load_loop_config",
            "run_loop"]
@@ -289,7 +289,7 @@ def _train_subprocess(config: LoopConfig, it: Path, generator: str, dataset: str
     if not config.config_path:
         raise LoopError("the DPO stage needs the config file (load the config with load_loop_config)")
     argv = ["--config", config.config_path, "--model_name_or_path", generator, "--dataset_path", dataset,
-            "--output_dir", str(adapter), *(["--seed", str(config.seed)] if config.seed is not None else [])]
+            "--output_dir", str(adapter), *seed_argv(config.seed)]
     cmd = [sys.executable, "-m", "rubric_reward.recipes.generator_dpo.dpo", *argv]
     if config.train_launcher == "accelerate":
         # the launcher of this interpreter's environment, whether or not its bin/ is on PATH

@@ -293,9 +293,13 @@ def load_loop_config(path: str | Path, **overrides: Any) -> LoopConfig:
     return config
 
 
+def seed_argv(seed: int | None) -> list[str]:
+    """The DPO command-line flags that carry the run's seed (none when it is unset): one form for every launcher."""
+    return [] if seed is None else ["--seed", str(seed)]
+
+
 def _parse_dpo(path: Path, generator: str, seed: int | None = None) -> DPOArgs:
     """The file's DPO keys through TRL's parser (unknown keys and wrong types are errors naming the key)."""
     from .dpo import parse_args
 
-    return DPOArgs(*parse_args(["--config", str(path), "--model_name_or_path", generator,
-                                *(["--seed", str(seed)] if seed is not None else [])]))
+    return DPOArgs(*parse_args(["--config", str(path), "--model_name_or_path", generator, *seed_argv(seed)]))
