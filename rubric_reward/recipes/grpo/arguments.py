@@ -55,6 +55,12 @@ class RecipeArguments:
     judge_base_url: str | None = field(default=None, metadata={"help": "OpenAI-compatible endpoint of the judge"})
     rubric: str | None = field(default=None, metadata={"help": (
         "one fixed rubric for every prompt (path); default: each row's rubric column")})
+    shaping_rewards: dict | str | None = field(default=None, metadata={"help": (
+        "TRL reward functions added to the rubric reward in training only (monitor and report score the rubric): "
+        "a mapping of 'repetition_penalty' ({ngram_size, max_penalty}: token n-gram repetition, "
+        "trl.rewards.get_repetition_penalty_reward) and/or 'soft_overlong_punishment' ({soft_punish_cache}: "
+        "linear penalty over the last tokens before max_completion_length); weights: GRPOConfig reward_weights, "
+        "the rubric's first")})
     # ---------------------------------------------------------------- monitor
     monitor: bool = field(default=True, metadata={"help": "score the base model and every saved checkpoint"})
     monitor_judge: dict | str | None = field(default=None, metadata={"help": (
@@ -96,13 +102,16 @@ class RecipeArguments:
     ifeval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: eval_max_new_tokens"})
 
     def __post_init__(self) -> None:
-        for name in ("data", "reward_config", "judge", "monitor_judge", "second_judge", "watch"):
+        for name in ("data", "reward_config", "judge", "monitor_judge", "second_judge", "watch", "shaping_rewards"):
             setattr(self, name, _maybe_structured(getattr(self, name)))
         from .watch import WatchConfig
 
         WatchConfig.coerce(self.watch)  # a bad threshold stops the run before training
         if isinstance(self.data, str):
             raise ValueError(f"data: expected a mapping of rubric_reward.recipes.grpo.data options, got {self.data!r}")
+        from .shaping import check_shaping
+
+        check_shaping(self.shaping_rewards)
         from .data.order import TRAIN_ORDERS
 
         if self.train_order not in TRAIN_ORDERS:

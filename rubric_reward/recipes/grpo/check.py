@@ -282,6 +282,7 @@ def check_arguments(argv: Sequence[str]) -> CheckedConfig | None:
     checked = CheckedConfig(config=path, settings=settings, where=where)
     recipe = _recipe(checked)
     _check_reward(recipe, checked)
+    _check_shaping(recipe, checked)
     _check_model(checked)
     _check_resume(checked)
     return dataclasses.replace(checked, splits=_check_data(recipe, checked))
@@ -329,6 +330,18 @@ def _check_reward(recipe: Any, checked: CheckedConfig) -> None:
             build(recipe).close()
         except (TypeError, ValueError, OSError) as exc:
             raise _fail(checked, _reward_keys(str(exc), keys), exc) from None
+
+
+def _check_shaping(recipe: Any, checked: CheckedConfig) -> None:
+    """The shaping rewards against GRPOConfig's completion cap (TRL's default 512) and reward weights."""
+    from .shaping import check_shaping
+
+    try:
+        check_shaping(recipe.shaping_rewards, reward_weights=checked.settings.get("reward_weights"),
+                      max_completion_length=checked.settings.get("max_completion_length", 512))
+    except (TypeError, ValueError) as exc:
+        keys = ["reward_weights"] if str(exc).startswith("reward_weights") else ["shaping_rewards"]
+        raise _fail(checked, keys, exc) from None
 
 
 def _reward_keys(message: str, keys: Sequence[str]) -> list[str]:

@@ -89,6 +89,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     from trl import GRPOTrainer, get_peft_config
 
     from ...threads import available_cpus, set_torch_threads
+    from .shaping import build_shaping
 
     started = time.monotonic()
     threads = set_torch_threads(recipe.torch_threads)
@@ -101,6 +102,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     if is_main_process():
         splits.write_manifest(Path(training.output_dir) / "splits.json")
     reward = build_reward(recipe).bind(training)
+    shaping = build_shaping(recipe.shaping_rewards, training.max_completion_length, training.reward_weights)
     callbacks = []
     monitor = None
     log = _TrainerLog()
@@ -120,7 +122,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     model_ref = model.model_name_or_path  # as the user named it, for the summary
     policy = resolve_model(model_ref)
     model.model_name_or_path = policy
-    trainer = GRPOTrainer(model=policy, reward_funcs=[reward], args=training,
+    trainer = GRPOTrainer(model=policy, reward_funcs=[reward, *shaping], args=training,
                           train_dataset=build_dataset(train_rows(recipe, training, splits)),
                           peft_config=get_peft_config(model),
                           callbacks=callbacks)

@@ -1,0 +1,53 @@
+"""Shaping rewards (rubric_reward.recipes.grpo.shaping): TRL's own functions, checked in one line, training only."""
+
+from __future__ import annotations
+
+import pytest
+
+from rubric_reward.recipes.grpo.arguments import RecipeArguments
+from rubric_reward.recipes.grpo.shaping import build_shaping, check_shaping
+
+
+def test_build_gives_trls_functions_in_order() -> None:
+    from trl.rewards import get_repetition_penalty_reward, get_soft_overlong_punishment
+
+    funcs = build_shaping({"soft_overlong_punishment": {"soft_punish_cache": 4},
+                           "repetition_penalty": {"ngram_size": 2, "max_penalty": -0.5}}, 10)
+    ids = [[1, 2, 3], [5, 5, 5, 5, 5, 5, 5, 5], list(range(10))]
+    assert funcs[0](ids) == get_soft_overlong_punishment(10, 4)(ids) == [0.0, -0.5, -1.0]
+    assert funcs[1](ids) == get_repetition_penalty_reward(2, -0.5)(ids)
+    assert funcs[1](ids)[1] < funcs[1](ids)[0] == 0.0
+    assert build_shaping(None, 96) == [] and build_shaping({}, 96) == []
+
+
+def test_defaults_are_trls() -> None:
+    rep, = build_shaping({"repetition_penalty": None}, 96)
+    assert (rep.ngram_size, rep.max_penalty) == (3, -1.0)
+    over, = build_shaping({"soft_overlong_punishment": {}}, 96)
+    assert over([[0] * 80, [0] * 96]) == [0.0, -1.0]
+
+
+@pytest.mark.parametrize(("spec", "kwargs", "named"), [
+    ("repetition", {}, "expected a mapping"),
+    ({"length": {}}, {}, "shaping_rewards.length: unknown"),
+    ({"repetition_penalty": 3}, {}, "expected a mapping of parameters"),
+    ({"repetition_penalty": {"ngram": 3}}, {}, "shaping_rewards.repetition_penalty.ngram: unknown"),
+    ({"repetition_penalty": {"ngram_size": True}}, {}, "ngram_size: expected int"),
+    ({"repetition_penalty": {"ngram_size": 0}}, {}, "ngram_size: must be positive"),
+    ({"repetition_penalty": {"max_penalty": "-1"}}, {}, "max_penalty: expected float"),
+    ({"soft_overlong_punishment": {"soft_punish_cache": 0}}, {}, "soft_punish_cache: must be positive"),
+    ({"soft_overlong_punishment": {"soft_punish_cache": 97}}, {"max_completion_length": 96}, "exceeds"),
+    ({"repetition_penalty": {}}, {"reward_weights": [1.0, 0.5, 0.5]}, "3 weight(s) for 2 rewards"),
+])
+def test_bad_specs_are_one_line_naming_the_field(spec, kwargs, named) -> None:
+    with pytest.raises(ValueError) as info:
+        check_shaping(spec, **kwargs)
+    assert named in str(info.value) and "\n" not in str(info.value)
+
+
+def test_recipe_arguments_take_a_command_line_mapping() -> None:
+    recipe = RecipeArguments(shaping_rewards='{repetition_penalty: {max_penalty: -0.5}}')
+    assert recipe.shaping_rewards == {"repetition_penalty": {"max_penalty": -0.5}}
+    with pytest.raises(ValueError, match="shaping_rewards.repetition_penalty.max_penalty"):
+        RecipeArguments(shaping_rewards='{repetition_penalty: {max_penalty: 1}}')
+
