@@ -208,7 +208,8 @@ def test_tiny_end_to_end_then_resume(tmp_path: Path, tiny_model: Path, judge_ser
     out = tmp_path / "run"
     cmd = [str(BIN / "accelerate"), "launch", "--config_file", str(REPO / "configs" / "accelerate" / "one_process.yaml"),
            "--quiet", "train/grpo.py", "--config", str(TINY),
-           "--model_name_or_path", str(tiny_model), "--judge_base_url", server.base_url, "--output_dir", str(out)]
+           "--model_name_or_path", str(tiny_model), "--judge_base_url", server.base_url, "--output_dir", str(out),
+           "--shaping_rewards", '{"repetition_penalty": {"max_penalty": -0.5}}']
     log = _run(cmd, tmp_path / "first.log", 300)
 
     # the console: one short line per step, no library warnings, no metrics dicts; the full metrics in the log file
@@ -217,6 +218,9 @@ def test_tiny_end_to_end_then_resume(tmp_path: Path, tiny_model: Path, judge_ser
         assert noise not in log, noise
     logged = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
     assert sum("rewards/rubric/mean" in r and "rubric/judge_calls" in r for r in logged) == 4
+    # a shaping term reaches the trainer beside the rubric (training only: the monitor scores the rubric)
+    shaped = [r["rewards/repetition_penalty_reward/mean"] for r in logged if "rewards/repetition_penalty_reward/mean" in r]
+    assert len(shaped) == 4 and all(-0.5 <= x <= 0 for x in shaped)
 
     # rewards reached the trainer; the reward's own metrics and TRL's zero-spread fraction are in the logs
     steps = [h for h in _log_history(out) if "rewards/rubric/mean" in h]
