@@ -25,6 +25,8 @@ def test_defaults_are_trls() -> None:
     assert (rep.ngram_size, rep.max_penalty) == (3, -1.0)
     over, = build_shaping({"soft_overlong_punishment": {}}, 96)
     assert over([[0] * 80, [0] * 96]) == [0.0, -1.0]
+    with pytest.raises(ValueError, match="needs max_completion_length"):
+        build_shaping({"soft_overlong_punishment": {}}, None)
 
 
 @pytest.mark.parametrize(("spec", "kwargs", "named"), [

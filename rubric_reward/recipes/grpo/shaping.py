@@ -59,7 +59,7 @@ def check_shaping(spec: Any, *, max_completion_length: int | None = None,
                          "then each of shaping_rewards)")
 
 
-def build_shaping(spec: Mapping[str, Any] | None, max_completion_length: int,
+def build_shaping(spec: Mapping[str, Any] | None, max_completion_length: int | None,
                   reward_weights: Sequence[float] | None = None) -> list[Callable[..., list[float]]]:
     """TRL's reward functions for ``spec`` (checked by :func:`check_shaping`), in the mapping's order."""
     check_shaping(spec, max_completion_length=max_completion_length, reward_weights=reward_weights)
@@ -72,6 +72,8 @@ def build_shaping(spec: Mapping[str, Any] | None, max_completion_length: int,
             funcs.append(get_repetition_penalty_reward(int(params.get("ngram_size", 3)),
                                                        float(params.get("max_penalty", -1.0))))
         else:
+            if max_completion_length is None:
+                raise ValueError(f"shaping_rewards.{name}: needs max_completion_length (null here)")
             cache = int(params.get("soft_punish_cache", DEFAULT_CACHE))
             funcs.append(get_soft_overlong_punishment(int(max_completion_length), cache))
     return funcs
