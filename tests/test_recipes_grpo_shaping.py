@@ -30,14 +30,14 @@ def test_defaults_are_trls() -> None:
 
 
 @pytest.mark.parametrize(("spec", "kwargs", "named"), [
-    ("repetition", {}, "expected a mapping"),
-    ({"length": {}}, {}, "shaping_rewards.length: unknown"),
-    ({"repetition_penalty": 3}, {}, "expected a mapping of parameters"),
-    ({"repetition_penalty": {"ngram": 3}}, {}, "shaping_rewards.repetition_penalty.ngram: unknown"),
-    ({"repetition_penalty": {"ngram_size": True}}, {}, "ngram_size: expected int"),
-    ({"repetition_penalty": {"ngram_size": 0}}, {}, "ngram_size: must be positive"),
-    ({"repetition_penalty": {"max_penalty": "-1"}}, {}, "max_penalty: expected float"),
-    ({"soft_overlong_punishment": {"soft_punish_cache": 0}}, {}, "soft_punish_cache: must be positive"),
+    ("repetition", {}, "shaping_rewards: expected a mapping"),
+    ({"length": {}}, {}, "shaping_rewards: unknown field(s) ['length']"),
+    ({"repetition_penalty": 3}, {}, "field 'repetition_penalty' must be a mapping of RepetitionPenalty fields"),
+    ({"repetition_penalty": {"ngram": 3}}, {}, "shaping_rewards.repetition_penalty: unknown field(s) ['ngram']"),
+    ({"repetition_penalty": {"ngram_size": True}}, {}, "field 'ngram_size' must be an integer"),
+    ({"repetition_penalty": {"ngram_size": 0}}, {}, "field 'ngram_size' must be >= 1"),
+    ({"repetition_penalty": {"max_penalty": "-1"}}, {}, "field 'max_penalty' must be a number"),
+    ({"soft_overlong_punishment": {"soft_punish_cache": 0}}, {}, "field 'soft_punish_cache' must be >= 1"),
     ({"soft_overlong_punishment": {"soft_punish_cache": 97}}, {"max_completion_length": 96}, "exceeds"),
     ({"repetition_penalty": {}}, {"reward_weights": [1.0, 0.5, 0.5]}, "3 weight(s) for 2 rewards"),
 ])
@@ -50,6 +50,6 @@ def test_bad_specs_are_one_line_naming_the_field(spec, kwargs, named) -> None:
 def test_recipe_arguments_take_a_command_line_mapping() -> None:
     recipe = RecipeArguments(shaping_rewards='{repetition_penalty: {max_penalty: -0.5}}')
     assert recipe.shaping_rewards == {"repetition_penalty": {"max_penalty": -0.5}}
-    with pytest.raises(ValueError, match="shaping_rewards.repetition_penalty.max_penalty"):
+    with pytest.raises(ValueError, match="shaping_rewards.repetition_penalty: field 'max_penalty' must be <= 0"):
         RecipeArguments(shaping_rewards='{repetition_penalty: {max_penalty: 1}}')
 

@@ -300,7 +300,7 @@ def _fail(checked: CheckedConfig, keys: Sequence[str], exc: BaseException) -> Co
     key = next((k for k in keys if k in checked.where), keys[0])
     where = checked.where.get(key, str(checked.config))
     message = " ".join(str(exc).split()) or type(exc).__name__
-    said = message.startswith((f"{key} must", f"{key} is", f"{key}:"))  # the message already names the key
+    said = message.startswith((f"{key} must", f"{key} is", f"{key}:", f"{key}."))  # the message names the key
     return ConfigError(f"{where}: {message}" if said else f"{where}: {key}: {message}")
 
 
@@ -333,12 +333,13 @@ def _check_reward(recipe: Any, checked: CheckedConfig) -> None:
 
 
 def _check_shaping(recipe: Any, checked: CheckedConfig) -> None:
-    """The shaping rewards against GRPOConfig's completion cap (TRL's default 512) and reward weights."""
+    """The shaping rewards against GRPOConfig's completion cap and reward weights where the config sets them
+    (TRL's own defaults are checked when the run builds the terms)."""
     from .shaping import check_shaping
 
     try:
         check_shaping(recipe.shaping_rewards, reward_weights=checked.settings.get("reward_weights"),
-                      max_completion_length=checked.settings.get("max_completion_length", 512))
+                      max_completion_length=checked.settings.get("max_completion_length"))
     except (TypeError, ValueError) as exc:
         keys = ["reward_weights"] if str(exc).startswith("reward_weights") else ["shaping_rewards"]
         raise _fail(checked, keys, exc) from None

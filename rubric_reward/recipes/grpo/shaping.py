@@ -3,77 +3,101 @@
 The rubric says what a good answer is; these say how a rollout should not look while the policy learns it
 (a token n-gram repetition penalty, a soft penalty near ``max_completion_length``). The monitor, the report and
 every comparison score the rubric alone, so a shaping term can change what is learnt but never what is measured.
+The recipe's ``shaping_rewards`` mapping is read by the package's section reader (:mod:`rubric_reward.sections`);
+the terms reach the trainer in the mapping's order, after the rubric (the order of GRPOConfig's ``reward_weights``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SHAPING_REWARDS", "build_shaping", "check_shaping"]
+from ...sections import check_fields, from_section
 
-DEFAULT_CACHE = 16  # soft_punish_cache when not given: the last 16 tokens before the cap
+__all__ = ["RepetitionPenalty", "ShapingConfig", "SoftOverlongPunishment", "build_shaping", "check_shaping"]
 
-#: name -> (the parameters it takes, with their types)
-SHAPING_REWARDS: dict[str, dict[str, type]] = {
-    "repetition_penalty": {"ngram_size": int, "max_penalty": float},
-    "soft_overlong_punishment": {"soft_punish_cache": int},
-}
+
+@dataclass(frozen=True)
+class RepetitionPenalty:
+    """``trl.rewards.get_repetition_penalty_reward``: minus the share of repeated token n-grams, scaled."""
+
+    ngram_size: int = field(default=3, metadata={"help": "n of the token n-grams compared", "ge": 1})
+    max_penalty: float = field(default=-1.0, metadata={"help": "the penalty of a fully repetitive completion",
+                                                       "le": 0})
+
+    def __post_init__(self) -> None:
+        check_fields(self, "shaping_rewards.repetition_penalty")
+
+    def build(self, max_completion_length: int | None) -> Callable[..., list[float]]:
+        from trl.rewards import get_repetition_penalty_reward
+
+        return get_repetition_penalty_reward(self.ngram_size, self.max_penalty)
+
+
+@dataclass(frozen=True)
+class SoftOverlongPunishment:
+    """``trl.rewards.get_soft_overlong_punishment``: 0 up to the last ``soft_punish_cache`` tokens before
+    ``max_completion_length``, then linearly down to -1 at the cap."""
+
+    soft_punish_cache: int = field(default=16, metadata={
+        "help": "tokens before max_completion_length over which the penalty grows", "ge": 1})
+
+    def __post_init__(self) -> None:
+        check_fields(self, "shaping_rewards.soft_overlong_punishment")
+
+    def check(self, max_completion_length: int | None) -> None:
+        if max_completion_length is not None and self.soft_punish_cache > max_completion_length:
+            raise ValueError(f"shaping_rewards.soft_overlong_punishment.soft_punish_cache: {self.soft_punish_cache} "
+                             f"exceeds max_completion_length ({max_completion_length})")
+
+    def build(self, max_completion_length: int | None) -> Callable[..., list[float]]:
+        if max_completion_length is None:
+            raise ValueError("shaping_rewards.soft_overlong_punishment: needs max_completion_length (null here)")
+        self.check(max_completion_length)
+        from trl.rewards import get_soft_overlong_punishment
+
+        return get_soft_overlong_punishment(max_completion_length, self.soft_punish_cache)
+
+
+@dataclass(frozen=True)
+class ShapingConfig:
+    """The recipe's ``shaping_rewards`` section: each term a mapping of its parameters ({} or null: TRL's defaults)."""
+
+    repetition_penalty: RepetitionPenalty | None = field(default=None, metadata={
+        "help": "token n-gram repetition penalty (ngram_size, max_penalty)"})
+    soft_overlong_punishment: SoftOverlongPunishment | None = field(default=None, metadata={
+        "help": "soft penalty over the last tokens before max_completion_length (soft_punish_cache)"})
+
+    def __post_init__(self) -> None:
+        check_fields(self, "shaping_rewards")
+
+
+def _terms(spec: Any) -> list[Any]:
+    """The terms of ``spec`` (None or a mapping), read by the section reader, in the mapping's order."""
+    if spec is None:
+        return []
+    if isinstance(spec, Mapping):  # a term named with null or {} takes TRL's defaults
+        spec = {name: {} if params is None else params for name, params in spec.items()}
+    config = from_section(ShapingConfig, spec, "shaping_rewards")
+    return [getattr(config, name) for name in spec]
 
 
 def check_shaping(spec: Any, *, max_completion_length: int | None = None,
                   reward_weights: Sequence[float] | None = None) -> None:
     """Raise ``ValueError`` (one line naming the field) unless ``spec`` is None or a valid mapping; with
     ``max_completion_length`` and ``reward_weights`` (GRPOConfig's), also that they fit it."""
-    if spec is None:
-        return
-    if not isinstance(spec, Mapping):
-        raise ValueError(f"shaping_rewards: expected a mapping of {', '.join(SHAPING_REWARDS)}, got {spec!r}")
-    for name, params in spec.items():
-        if name not in SHAPING_REWARDS:
-            raise ValueError(f"shaping_rewards.{name}: unknown; expected one of {', '.join(SHAPING_REWARDS)}")
-        params = {} if params is None else params
-        if not isinstance(params, Mapping):
-            raise ValueError(f"shaping_rewards.{name}: expected a mapping of parameters, got {params!r}")
-        for key, value in params.items():
-            kind = SHAPING_REWARDS[name].get(key)
-            if kind is None:
-                raise ValueError(f"shaping_rewards.{name}.{key}: unknown; expected "
-                                 f"{', '.join(SHAPING_REWARDS[name])}")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
-                raise ValueError(f"shaping_rewards.{name}.{key}: expected {kind.__name__}, got {value!r}")
-        if name == "repetition_penalty":
-            if params.get("ngram_size", 3) < 1:
-                raise ValueError(f"shaping_rewards.{name}.ngram_size: must be positive, got {params['ngram_size']}")
-            if params.get("max_penalty", -1.0) > 0:
-                raise ValueError(f"shaping_rewards.{name}.max_penalty: must be <= 0, got {params['max_penalty']}")
-        if name == "soft_overlong_punishment":
-            cache = params.get("soft_punish_cache", DEFAULT_CACHE)
-            if cache < 1:
-                raise ValueError(f"shaping_rewards.{name}.soft_punish_cache: must be positive, got {cache}")
-            if max_completion_length is not None and cache > max_completion_length:
-                raise ValueError(f"shaping_rewards.{name}.soft_punish_cache: {cache} exceeds max_completion_length "
-                                 f"({max_completion_length})")
-    if reward_weights is not None and len(reward_weights) != 1 + len(spec):
-        raise ValueError(f"reward_weights: {len(reward_weights)} weight(s) for {1 + len(spec)} rewards (the rubric, "
+    terms = _terms(spec)
+    for term in terms:
+        if isinstance(term, SoftOverlongPunishment):
+            term.check(max_completion_length)
+    if terms and reward_weights is not None and len(reward_weights) != 1 + len(terms):
+        raise ValueError(f"reward_weights: {len(reward_weights)} weight(s) for {1 + len(terms)} rewards (the rubric, "
                          "then each of shaping_rewards)")
 
 
-def build_shaping(spec: Mapping[str, Any] | None, max_completion_length: int | None,
+def build_shaping(spec: Any, max_completion_length: int | None,
                   reward_weights: Sequence[float] | None = None) -> list[Callable[..., list[float]]]:
-    """TRL's reward functions for ``spec`` (checked by :func:`check_shaping`), in the mapping's order."""
+    """TRL's reward functions for ``spec``, in the mapping's order (checked as :func:`check_shaping` does)."""
     check_shaping(spec, max_completion_length=max_completion_length, reward_weights=reward_weights)
-    from trl.rewards import get_repetition_penalty_reward, get_soft_overlong_punishment
-
-    funcs = []
-    for name, params in (spec or {}).items():
-        params = dict(params or {})
-        if name == "repetition_penalty":
-            funcs.append(get_repetition_penalty_reward(int(params.get("ngram_size", 3)),
-                                                       float(params.get("max_penalty", -1.0))))
-        else:
-            if max_completion_length is None:
-                raise ValueError(f"shaping_rewards.{name}: needs max_completion_length (null here)")
-            cache = int(params.get("soft_punish_cache", DEFAULT_CACHE))
-            funcs.append(get_soft_overlong_punishment(int(max_completion_length), cache))
-    return funcs
+    return [term.build(max_completion_length) for term in _terms(spec)]
