@@ -19,7 +19,7 @@ from enum import StrEnum
 from .results import ErrorKind, JudgeError, ScoreResult, Verdict
 from .rubric import Criterion, Rubric
 
-__all__ = ["Abstention", "OnFailure", "ScoringConfig", "score_verdicts"]
+__all__ = ["Abstention", "OnFailure", "ScoringConfig", "counted_value", "score_verdicts"]
 
 _EPS = 1e-9
 
@@ -80,22 +80,9 @@ def score_verdicts(
 
     terms: list[tuple[Criterion, float, float]] = []  # (criterion, value, expected value)
     for c, v in zip(rubric.criteria, ordered, strict=True):
-        if v.error is not None:
-            value = _worst(c)
-        elif v.abstained or v.value is None:
-            match config.abstention:
-                case Abstention.SKIP:
-                    continue
-                case Abstention.ZERO:
-                    value = 0.0
-                case Abstention.PARTIAL:
-                    value = config.partial_credit if c.weight > 0 else 0.0
-                case Abstention.FAIL:
-                    value = _worst(c)
-        else:
-            value = v.value
-        expected = v.expected_value if (v.expected_value is not None and v.error is None and not v.abstained) else value
-        terms.append((c, value, expected))
+        counted = counted_value(c, v, config)
+        if counted is not None:
+            terms.append((c, *counted))
 
     has_positive = any(c.weight > 0 for c in rubric.criteria)
     if has_positive and not any(c.weight > 0 for c, _, _ in terms):
@@ -121,6 +108,27 @@ def score_verdicts(
     if not (math.isfinite(raw) and math.isfinite(raw_expected)):  # never a NaN or inf reward
         return ScoreResult(None, ordered, error=f"the score is not finite ({raw}); check the rubric's weights")
     return ScoreResult(_clip(raw), ordered, raw_score=raw, expected_score=_clip(raw_expected))
+
+
+def counted_value(c: Criterion, v: Verdict, config: ScoringConfig = ScoringConfig()) -> tuple[float, float] | None:
+    """(value, expected value) that criterion ``c`` counts with in the score given verdict ``v``, or None when
+    it is left out (an abstention under ``skip``): the one rule for failures and abstentions."""
+    if v.error is not None:
+        value = _worst(c)
+    elif v.abstained or v.value is None:
+        match config.abstention:
+            case Abstention.SKIP:
+                return None
+            case Abstention.ZERO:
+                value = 0.0
+            case Abstention.PARTIAL:
+                value = config.partial_credit if c.weight > 0 else 0.0
+            case Abstention.FAIL:
+                value = _worst(c)
+    else:
+        value = v.value
+    expected = v.expected_value if (v.expected_value is not None and v.error is None and not v.abstained) else value
+    return value, expected
 
 
 def _worst(c: Criterion) -> float:

@@ -280,12 +280,21 @@ class RubricReward(SyncFacade):
                  completion_ids: Sequence[Sequence[int]] | None = None, trainer_state: Any = None,
                  log_extra: Callable[[str, list], None] | None = None,
                  log_metric: Callable[[str, float], None] | None = None, **columns: Any) -> list[float | None]:
+        return [r.reward for r in self.call_records(prompts, completions, completion_ids, trainer_state, log_extra,
+                                                     log_metric, **columns)]
+
+    def call_records(self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
+                     completion_ids: Sequence[Sequence[int]] | None = None, trainer_state: Any = None,
+                     log_extra: Callable[[str, list], None] | None = None,
+                     log_metric: Callable[[str, float], None] | None = None, **columns: Any) -> list[RewardRecord]:
+        """The TRL call (metrics, logging, the unscorable streak) returning each completion's record, not just
+        its reward."""
         start = time.perf_counter()
         batch = self._run(self._ascore(prompts, completions, completion_ids, columns))
         return self._finish(batch, start, log_extra, log_metric, trainer_state)
 
     def _finish(self, batch: _Batch, start: float, log_extra: Callable | None, log_metric: Callable | None,
-                trainer_state: Any = None) -> list[float | None]:
+                trainer_state: Any = None) -> list[RewardRecord]:
         records = batch.records
         try:
             step = getattr(trainer_state, "global_step", None)
@@ -293,7 +302,7 @@ class RubricReward(SyncFacade):
         except Exception as exc:  # noqa: BLE001 - logging must never stop training
             log.error("rubric reward: could not log metrics: %s: %s", type(exc).__name__, exc)
         self._check_streak(records)
-        return [r.reward for r in records]
+        return records
 
     def _report(self, batch: _Batch, batch_s: float, log_extra: Callable | None, log_metric: Callable | None,
                 step: int | None = None) -> None:
@@ -385,7 +394,7 @@ class AsyncRubricReward:
                        log_metric: Callable[[str, float], None] | None = None, **columns: Any) -> list[float | None]:
         start = time.perf_counter()
         batch = await self.reward._ascore(prompts, completions, completion_ids, columns)
-        return self.reward._finish(batch, start, log_extra, log_metric, trainer_state)
+        return [r.reward for r in self.reward._finish(batch, start, log_extra, log_metric, trainer_state)]
 
     def __getstate__(self) -> dict[str, Any]:
         return {"reward": self.reward}

@@ -61,6 +61,10 @@ class RecipeArguments:
         "trl.rewards.get_repetition_penalty_reward) and/or 'soft_overlong_punishment' ({soft_punish_cache}: "
         "linear penalty over the last tokens before max_completion_length); weights: GRPOConfig reward_weights, "
         "the rubric's first")})
+    per_criterion_rewards: bool = field(default=False, metadata={"help": (
+        "give TRL one reward function per criterion name (GDPO with multi_objective_aggregation: "
+        "normalize_then_sum: each criterion normalised within its group before the weighted sum); the weights are "
+        "the criteria's, so reward_weights stays unset")})
     # ---------------------------------------------------------------- monitor
     monitor: bool = field(default=True, metadata={"help": "score the base model and every saved checkpoint"})
     monitor_judge: dict | str | None = field(default=None, metadata={"help": (

@@ -73,6 +73,29 @@ def train_rows(recipe: RecipeArguments, training: Any, splits: Any) -> list[Any]
     return order
 
 
+def reward_funcs(recipe: RecipeArguments, training: Any, reward: Any, rows: Sequence[Mapping[str, Any]],
+                 shaping: Sequence[Any]) -> list[Any]:
+    """TRL's ``reward_funcs``: the rubric reward (or, with ``per_criterion_rewards``, one function per criterion
+    of the training rows' rubrics, whose weights become ``reward_weights``), then the shaping terms."""
+    if not recipe.per_criterion_rewards:
+        return [reward, *shaping]
+    from ...rl.criteria import criterion_rewards
+    from ...rewards.samples import SampleError
+
+    if training.reward_weights is not None:
+        raise ValueError("reward_weights: leave unset with per_criterion_rewards (the criteria's weights are used)")
+    column = reward.config.rubric_column or "rubric"
+    rubrics = reward.source.rows(len(rows), {column: [r.get(column) for r in rows]} if rows else {}, column)
+    bad = next((r for r in rubrics if isinstance(r, SampleError)), None)
+    if bad is not None:
+        raise ValueError(f"per_criterion_rewards: a training row has no usable rubric: {bad}")
+    funcs, weights = criterion_rewards(reward, rubrics)
+    training.reward_weights = [*weights, *[1.0] * len(shaping)]
+    say(f"[grpo] per-criterion rewards: {', '.join(f'{f.criterion} ({w:g})' for f, w in zip(funcs, weights))}; "
+        f"aggregation {training.multi_objective_aggregation}")
+    return [*funcs, *shaping]
+
+
 def build_dataset(rows: Sequence[Mapping[str, Any]]) -> Any:
     """A ``datasets.Dataset`` of the training rows (columns other than ``prompt`` reach the reward)."""
     from datasets import Dataset

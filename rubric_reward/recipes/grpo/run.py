@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .arguments import RecipeArguments
-from .builders import build_dataset, build_monitor, build_reward, build_splits, train_rows
+from .builders import build_dataset, build_monitor, build_reward, build_splits, reward_funcs, train_rows
 from .checkpoints import STATE_FILE, resume_checkpoint, trained_steps
 from .final_report import final_report
 from .ranks import is_main_process, say
@@ -102,7 +102,10 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     if is_main_process():
         splits.write_manifest(Path(training.output_dir) / "splits.json")
     reward = build_reward(recipe).bind(training)
-    shaping = build_shaping(recipe.shaping_rewards, training.max_completion_length, training.reward_weights)
+    shaping = build_shaping(recipe.shaping_rewards, training.max_completion_length,
+                            None if recipe.per_criterion_rewards else training.reward_weights)
+    rows = train_rows(recipe, training, splits)
+    funcs = reward_funcs(recipe, training, reward, rows, shaping)
     callbacks = []
     monitor = None
     log = _TrainerLog()
@@ -122,8 +125,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     model_ref = model.model_name_or_path  # as the user named it, for the summary
     policy = resolve_model(model_ref)
     model.model_name_or_path = policy
-    trainer = GRPOTrainer(model=policy, reward_funcs=[reward, *shaping], args=training,
-                          train_dataset=build_dataset(train_rows(recipe, training, splits)),
+    trainer = GRPOTrainer(model=policy, reward_funcs=funcs, args=training, train_dataset=build_dataset(rows),
                           peft_config=get_peft_config(model),
                           callbacks=callbacks)
     if training.use_vllm:
