@@ -57,6 +57,8 @@ CASES = [
      ["{bad}", "soft_punish_cache", "200", "max_completion_length (96)"]),
     ("reward weights that miss the shaping reward", "shaping_rewards: {repetition_penalty: {}}\nreward_weights: [1.0]\n",
      [], ["{bad}", "reward_weights", "1 weight(s) for 2 rewards"]),
+    ("reward weights beside per-criterion rewards", "per_criterion_rewards: true\nreward_weights: [1.0]\n", [],
+     ["{bad}", "reward_weights: leave unset with per_criterion_rewards"]),
     ("rubric file missing", "rubric: {tmp}/nope_rubric.yaml\n", [], ["{bad}", "rubric", "nope_rubric.yaml"]),
     ("unknown key in data", "data: {selction: 3}\n", [], ["{bad}", "data", "selction", "selection"]),
     ("data not a mapping", "data: [1, 2]\n", [], ["{bad}", "data", "mapping", "list"]),

@@ -165,6 +165,9 @@ def test_step_line_is_short_and_skips_monitor_records() -> None:
     assert step_line(logs, 3, 30) == ("[grpo] step 3/30: reward 0.412, spread 0.180, flat groups 25%, judge 48 "
                                       "calls, unscored 6%, 12.3 s")
     assert step_line({"monitor/mean": 0.5}, 2, 30) is None
+    # per-criterion or shaping rewards: TRL's reward is not the rubric's score, so the line shows both
+    assert step_line({"reward": 2.3, "rubric/reward_mean": 0.61}, 1, 2) == "[grpo] step 1/2: reward 2.300, rubric 0.610"
+    assert step_line({"reward": 0.61, "rubric/reward_mean": 0.61}, 1, 2) == "[grpo] step 1/2: reward 0.610"
     assert step_line({"train_runtime": 81.5, "train_loss": 0.1}, 30, 30) == "[grpo] trained 30 steps in 81.5 s"
     assert step_line({"loss": 0.0, "reward": float("nan")}, 1, 2) == "[grpo] step 1/2: reward n/a"
 

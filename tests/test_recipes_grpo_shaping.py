@@ -53,3 +53,26 @@ def test_recipe_arguments_take_a_command_line_mapping() -> None:
     with pytest.raises(ValueError, match="shaping_rewards.repetition_penalty: field 'max_penalty' must be <= 0"):
         RecipeArguments(shaping_rewards='{repetition_penalty: {max_penalty: 1}}')
 
+
+
+def test_per_criterion_rewards_take_the_training_rubrics_weights_then_the_shaping_terms() -> None:
+    import json
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from rubric_reward.recipes.grpo.arguments import RecipeArguments
+    from rubric_reward.recipes.grpo.builders import reward_funcs
+    from rubric_reward.rl import RubricReward
+
+    rows = [json.loads(x) for x in (Path(__file__).resolve().parents[1] / "rubric_reward" / "data" / "instructions"
+                                    / "prompts.jsonl").read_text().splitlines()[:12]]
+    reward = RubricReward(reward="score")
+    shaping = build_shaping({"repetition_penalty": {}}, 96)
+    training = SimpleNamespace(reward_weights=None, multi_objective_aggregation="normalize_then_sum")
+    recipe = RecipeArguments(per_criterion_rewards=True)
+    funcs = reward_funcs(recipe, training, reward, rows, shaping)
+    assert [getattr(f, "criterion", None) for f in funcs[:3]] == ["fewer_words", "long_enough", "on_topic"]
+    assert funcs[-1] is shaping[0] and len(training.reward_weights) == len(funcs)
+    assert training.reward_weights[:3] == [2.0, 1.0, 1.0] and training.reward_weights[-1] == 1.0
+    assert reward_funcs(RecipeArguments(), training, reward, rows, shaping) == [reward, *shaping]
+    reward.close()

@@ -96,7 +96,20 @@ def _run_all(judge_server, tmp_path, Dataset, model):
     assert any("Be brief." in b["messages"][-1]["content"] for b in server.bodies[requests_before:])
     areward.close()
 
-    # 3. a judge that fails every call: every reward None, the steps still complete
+    # 3. the criteria as separate rewards (GDPO): judged once per batch, each criterion logged by TRL
+    from rubric_reward.rl.criteria import criterion_rewards
+
+    reward = RubricReward(judge="judge", base_url=server.base_url, rubric=RUBRIC)
+    funcs, weights = criterion_rewards(reward, [reward.source.default])
+    requests_before = server.requests
+    _, logged = _train(model, tmp_path / "criteria", plain, funcs, reward_weights=weights,
+                       multi_objective_aggregation="normalize_then_sum")
+    assert len(logged["rubric/reward_mean"]) == 2  # the rubric reward ran once per step, not once per criterion
+    assert server.requests - requests_before == sum(logged["rubric/judge_calls"]) <= 2 * 4 * 2
+    assert {"rewards/rubric:short/mean", "rewards/rubric:polite/mean"} <= set(logged)
+    reward.close()
+
+    # 4. a judge that fails every call: every reward None, the steps still complete
     broken = judge_server(length_verdict, faults=FaultPlan(rate=1.0, kinds=(Fault(status=503),)))
     failing = RubricReward(judge={"model": "judge", "max_retries": 0}, base_url=broken.base_url, rubric=RUBRIC)
     trainer, logged = _train(model, tmp_path / "broken", plain, failing)

@@ -59,6 +59,9 @@ def step_line(logs: dict[str, Any], step: int, max_steps: int, reward_name: str 
     if reward is None and _number(logs, "loss") is None:
         return None  # monitor/... records: the monitor prints its own line
     parts = [f"reward {reward:.3f}" if reward is not None else "reward n/a"]
+    rubric = _number(logs, f"{reward_name}/reward_mean")
+    if rubric is not None and (reward is None or abs(rubric - reward) > 5e-4):  # shaping or per-criterion rewards
+        parts.append(f"rubric {rubric:.3f}")
     for key, label, fmt in (("reward_std", "spread", "{:.3f}"), ("frac_reward_zero_std", "flat groups", "{:.0%}"),
                             (f"{reward_name}/judge_calls", "judge", "{:.0f} calls"),
                             (f"{reward_name}/unscored_frac", "unscored", "{:.0%}")):
