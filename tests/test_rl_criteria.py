@@ -92,3 +92,17 @@ def test_what_cannot_be_split_is_one_line() -> None:
         assert "\n" not in str(info.value)
     with pytest.raises(ValueError, match="no criteria"):
         criterion_rewards(RubricReward(reward="score"), [])
+
+
+def test_criterion_functions_pickle_without_their_last_batch() -> None:
+    import pickle
+
+    reward = RubricReward(reward="score")
+    funcs, _ = _split(reward, ROWS[:3])
+    batch = dict(prompts=[ROWS[0]["prompt"]], completions=["tea " * 20], rubric=[ROWS[0]["rubric"]])
+    want = [f(**batch) for f in funcs]
+    copies = pickle.loads(pickle.dumps(funcs))
+    assert copies[0]._batches is copies[1]._batches and copies[0]._batches._completions is None
+    assert [f(**batch) for f in copies] == want
+    reward.close()
+    copies[0].close()

@@ -62,6 +62,12 @@ class _Batches:
         self._records: list[RewardRecord] = []
         self._index: dict[int, tuple[Rubric, dict[str, int]]] = {}
 
+    def __getstate__(self) -> dict[str, Any]:  # the reward pickles as its config; the last batch stays behind
+        return {"reward": self.reward}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["reward"])
+
     def records(self, prompts: Any, completions: Sequence[Any], kwargs: dict[str, Any]) -> list[RewardRecord]:
         # TRL passes the same list object to every reward function of one step; holding it keeps its id unique
         if completions is not self._completions:
