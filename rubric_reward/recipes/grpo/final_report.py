@@ -83,16 +83,35 @@ def _score_split(reward: Any, rows: Sequence[Mapping[str, Any]], completions: li
 
 
 def _generate(recipe: RecipeArguments, model: str, prompts: list[Any], adapter: str | None,
-              max_new_tokens: int | None = None, keep_think: bool = False) -> list[str]:
+              max_new_tokens: int | None = None, keep_think: bool = False, *, prefetch: Any = None,
+              job: str | None = None) -> list[str]:
     from ...rollouts import generate_responses
 
-    return generate_responses(prompts, model=model, adapter=adapter, keep_think=keep_think,
-                              **generation_kwargs(recipe, max_new_tokens))
+    kwargs = generation_kwargs(recipe, max_new_tokens)
+    if prefetch is not None and adapter is None and not keep_think:
+        import torch
+
+        texts = prefetch.take(job, model, prompts, kwargs, torch.get_num_threads())
+        if texts is not None:
+            return texts
+    return generate_responses(prompts, model=model, adapter=adapter, keep_think=keep_think, **kwargs)
+
+
+def base_jobs(recipe: RecipeArguments, model: str, splits: Any) -> dict[str, tuple[list[Any], dict[str, Any]]]:
+    """The base model's generations the report will make (name -> prompts, ``generate_responses`` arguments):
+    what :mod:`.base_outputs` can generate beside training."""
+    jobs = {"report": ([r["prompt"] for r in splits.report], generation_kwargs(recipe))}
+    if recipe.ifeval:
+        max_new = recipe.ifeval_max_new_tokens or recipe.eval_max_new_tokens
+        jobs["ifeval"] = ([r.prompt for r in ifeval_rows(recipe, recipe.ifeval_seed)],
+                          generation_kwargs(recipe, max_new))
+    return {name: job for name, job in jobs.items() if job[0]}
 
 
 def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any, *,
-                 train_seconds: float | None = None, model_ref: str | None = None) -> Path:
-    """Base vs best on the report split (training judge, optional second judge), IFEval; write the summary."""
+                 train_seconds: float | None = None, model_ref: str | None = None, prefetch: Any = None) -> Path:
+    """Base vs best on the report split (training judge, optional second judge), IFEval; write the summary.
+    ``prefetch``: a :class:`~.base_outputs.Prefetch` holding base completions generated beside training."""
     from ...journal import write_atomic
     from . import report as report_module
     from .comparison import PERFECT
@@ -113,8 +132,8 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
     judge_reward = build_monitor_reward(recipe)
     metric = judge_reward.config.reward
     print(f"[report] base vs best (step {best_info.get('step')}) on {len(rows)} report prompts", flush=True)
-    texts = {"base": _generate(recipe, base_model, prompts, None), "best": _generate(recipe, base_model, prompts,
-                                                                                      adapter)}
+    texts = {"base": _generate(recipe, base_model, prompts, None, prefetch=prefetch, job="report"),
+             "best": _generate(recipe, base_model, prompts, adapter)}
     judges = {"judge": judge_reward}
     if has_second_judge(recipe):
         judges["second_judge"] = build_second_reward(recipe)
@@ -147,7 +166,8 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
         json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in report_rows))
     ifeval = None
     if recipe.ifeval:
-        ifeval = ifeval_transfer(recipe, base_model, adapter, out / "ifeval", seed=recipe.ifeval_seed)
+        ifeval = ifeval_transfer(recipe, base_model, adapter, out / "ifeval", seed=recipe.ifeval_seed,
+                                 prefetch=prefetch)
     return report_module.write_summary(
         out, monitor=records, best=best_info, report_rows=report_rows, metric=metric,
         looked_at=checkpoints_looked_at(records), ifeval=ifeval,
@@ -161,9 +181,9 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
     )
 
 
-def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: Path, *, seed: int = 0) -> dict:
-    """IFEval base vs trained (``eval/ifeval.py``'s machinery) on all prompts or a seeded subset."""
-    from ...evaluation import evaluate_system, load_ifeval, write_comparison, write_system
+def ifeval_rows(recipe: RecipeArguments, seed: int = 0) -> list[Any]:
+    """The IFEval prompts of the report: those with a wanted instruction type, a seeded subset of ``ifeval_limit``."""
+    from ...evaluation import load_ifeval
 
     rows = load_ifeval()
     if recipe.ifeval_types:
@@ -171,11 +191,20 @@ def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: 
         rows = [r for r in rows if wanted & set(r.instruction_id_list)]
     if recipe.ifeval_limit and recipe.ifeval_limit < len(rows):
         rows = sorted(random.Random(seed).sample(rows, recipe.ifeval_limit), key=lambda r: r.key)
+    return rows
+
+
+def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: Path, *, seed: int = 0,
+                    prefetch: Any = None) -> dict:
+    """IFEval base vs trained (``eval/ifeval.py``'s machinery) on all prompts or a seeded subset."""
+    from ...evaluation import evaluate_system, write_comparison, write_system
+
+    rows = ifeval_rows(recipe, seed)
     print(f"[report] IFEval transfer on {len(rows)} prompts", flush=True)
     max_new = recipe.ifeval_max_new_tokens or recipe.eval_max_new_tokens
     systems = {}
     for name, ad in (("base", None), ("trained", adapter)):
-        texts = _generate(recipe, model, [r.prompt for r in rows], ad, max_new)
+        texts = _generate(recipe, model, [r.prompt for r in rows], ad, max_new, prefetch=prefetch, job="ifeval")
         systems[name] = evaluate_system(name, list(zip(rows, texts, strict=True)),
                                         meta={"model": model, "adapter": ad, "max_new_tokens": max_new})
         write_system(out_dir / name, systems[name])

@@ -83,6 +83,25 @@ def _finish_without_training(trainer: Any, checkpoint: str, monitor: Any, traini
         monitor.on_train_begin(training, state, trainer.control)
 
 
+def _start_prefetch(recipe: RecipeArguments, training: Any, model: Any, splits: Any, threads: int) -> Any:
+    """The base model's report completions generated beside training (:mod:`.base_outputs`), when wanted."""
+    from ...threads import available_cpus
+    from . import base_outputs
+
+    if not (recipe.final_report and is_main_process()):
+        return None
+    on_cpu = bool(training.use_cpu) or not _has_accelerator()
+    if not base_outputs.wanted(recipe.prefetch_base, backend=recipe.generation_backend, on_cpu=on_cpu,
+                               world_size=int(os.environ.get("WORLD_SIZE", "1") or 1), threads=threads,
+                               cpus=available_cpus()):
+        return None
+    from ...models import resolve_model
+    from .final_report import base_jobs
+
+    jobs = base_jobs(recipe, resolve_model(model.model_name_or_path), splits)
+    return base_outputs.start(training.output_dir, resolve_model(model.model_name_or_path), jobs, threads) if jobs else None
+
+
 def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = None) -> Path | None:
     """Train, monitor and report (see the module docstring); return the summary path (main process).
     ``splits``: the data as :func:`load_splits` loaded it (loaded here when None)."""
@@ -101,6 +120,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     splits = build_splits(recipe, splits)
     if is_main_process():
         splits.write_manifest(Path(training.output_dir) / "splits.json")
+    prefetch = _start_prefetch(recipe, training, model, splits, threads)
     reward = build_reward(recipe).bind(training)
     shaping = build_shaping(recipe.shaping_rewards, training.max_completion_length,
                             None if recipe.per_criterion_rewards else training.reward_weights)
@@ -155,7 +175,10 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     del trainer
     summary = None
     if recipe.final_report and is_main:
-        summary = final_report(recipe, training, model, splits, train_seconds=train_seconds, model_ref=model_ref)
+        summary = final_report(recipe, training, model, splits, train_seconds=train_seconds, model_ref=model_ref,
+                               prefetch=prefetch)
+    if prefetch is not None:
+        prefetch.close()
     if summary is None:
         _print_where(training, recipe.monitor)
         return summary
