@@ -105,8 +105,7 @@ def start(out_dir: str | Path, model: str, jobs: Mapping[str, tuple[list[Any], d
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     with open(out / "log.txt", "ab") as log:
         prefetch.process = subprocess.Popen([sys.executable, "-m", __name__, str(spec)], env=env, stdout=log,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            preexec_fn=lambda: os.nice(10))  # training comes first
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     say(f"[grpo] base completions for the report: generating {', '.join(todo)} beside training "
         f"({sum(len(j['prompts']) for j in todo.values())} prompts, pid {prefetch.process.pid})")
     return prefetch
@@ -115,6 +114,8 @@ def start(out_dir: str | Path, model: str, jobs: Mapping[str, tuple[list[Any], d
 def _main(spec_path: str) -> None:
     from ...threads import prepare_environment, set_torch_threads
 
+    if hasattr(os, "nice"):
+        os.nice(10)  # training comes first (set here: a preexec_fn is unsafe in a threaded parent)
     prepare_environment()
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     set_torch_threads(spec["threads"])
