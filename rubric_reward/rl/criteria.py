@@ -25,7 +25,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..rewards.records import RewardRecord
+from ..rewards.records import RewardRecord, criterion_targets
 from ..rubric import Rubric
 from ..scoring import counted_value
 from .reward import RubricReward
@@ -60,7 +60,6 @@ class _Batches:
         self.reward = reward
         self._completions: Any = None
         self._records: list[RewardRecord] = []
-        self._index: dict[int, tuple[Rubric, dict[str, int]]] = {}
 
     def __getstate__(self) -> dict[str, Any]:  # the reward pickles as its config; the last batch stays behind
         return {"reward": self.reward}
@@ -75,13 +74,9 @@ class _Batches:
             self._completions = completions
         return self._records
 
-    def position(self, rubric: Rubric, name: str) -> int | None:
-        hit = self._index.get(id(rubric))
-        if hit is None or hit[0] is not rubric:
-            if len(self._index) > 4096:
-                self._index.clear()
-            hit = self._index[id(rubric)] = (rubric, {c.name: i for i, c in enumerate(rubric.criteria)})
-        return hit[1].get(name)
+
+def _position(rubric: Rubric, name: str) -> int | None:
+    return next((i for i, (n, _, _) in enumerate(criterion_targets(rubric)) if n == name), None)
 
 
 class CriterionReward:
@@ -100,7 +95,7 @@ class CriterionReward:
         rubric = record.rubric
         if record.reward is None or rubric is None:
             return None
-        i = self._batches.position(rubric, self.criterion)
+        i = _position(rubric, self.criterion)
         if i is None:
             return None
         c = rubric.criteria[i]

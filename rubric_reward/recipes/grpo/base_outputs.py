@@ -50,7 +50,7 @@ class Prefetch:
 
     def __init__(self, out_dir: Path, model: str, jobs: Mapping[str, tuple[list[Any], dict[str, Any]]],
                  threads: int, process: subprocess.Popen | None):
-        self.out_dir, self.model, self.threads, self.process = out_dir, model, threads, process
+        self.out_dir, self.process = out_dir, process
         self.keys = {name: job_key(model, prompts, kwargs, threads) for name, (prompts, kwargs) in jobs.items()}
 
     def take(self, name: str, model: str, prompts: Sequence[Any], kwargs: Mapping[str, Any], threads: int

@@ -76,14 +76,13 @@ def train_rows(recipe: RecipeArguments, training: Any, splits: Any) -> list[Any]
 def reward_funcs(recipe: RecipeArguments, training: Any, reward: Any, rows: Sequence[Mapping[str, Any]],
                  shaping: Sequence[Any]) -> list[Any]:
     """TRL's ``reward_funcs``: the rubric reward (or, with ``per_criterion_rewards``, one function per criterion
-    of the training rows' rubrics, whose weights become ``reward_weights``), then the shaping terms."""
+    of the training rows' rubrics, whose weights become ``reward_weights``: unset, as ``build_shaping`` checked),
+    then the shaping terms."""
     if not recipe.per_criterion_rewards:
         return [reward, *shaping]
     from ...rl.criteria import criterion_rewards
     from ...rewards.samples import SampleError
 
-    if training.reward_weights is not None:
-        raise ValueError("reward_weights: leave unset with per_criterion_rewards (the criteria's weights are used)")
     column = reward.config.rubric_column or "rubric"
     rubrics = reward.source.rows(len(rows), {column: [r.get(column) for r in rows]} if rows else {}, column)
     bad = next((r for r in rubrics if isinstance(r, SampleError)), None)

@@ -337,12 +337,10 @@ def _check_shaping(recipe: Any, checked: CheckedConfig) -> None:
     (TRL's own defaults are checked when the run builds the terms)."""
     from .shaping import check_shaping
 
-    weights = checked.settings.get("reward_weights")
     try:
-        if recipe.per_criterion_rewards and weights is not None:
-            raise ValueError("reward_weights: leave unset with per_criterion_rewards (the criteria's weights are used)")
-        check_shaping(recipe.shaping_rewards, reward_weights=None if recipe.per_criterion_rewards else weights,
-                      max_completion_length=checked.settings.get("max_completion_length"))
+        check_shaping(recipe.shaping_rewards, reward_weights=checked.settings.get("reward_weights"),
+                      max_completion_length=checked.settings.get("max_completion_length"),
+                      per_criterion=recipe.per_criterion_rewards)
     except (TypeError, ValueError) as exc:
         keys = ["reward_weights"] if str(exc).startswith("reward_weights") else ["shaping_rewards"]
         raise _fail(checked, keys, exc) from None

@@ -98,8 +98,9 @@ def _start_prefetch(recipe: RecipeArguments, training: Any, model: Any, splits: 
     from ...models import resolve_model
     from .final_report import base_jobs
 
-    jobs = base_jobs(recipe, resolve_model(model.model_name_or_path), splits)
-    return base_outputs.start(training.output_dir, resolve_model(model.model_name_or_path), jobs, threads) if jobs else None
+    policy = resolve_model(model.model_name_or_path)  # the path the report generates with
+    jobs = base_jobs(recipe, policy, splits)
+    return base_outputs.start(training.output_dir, policy, jobs, threads) if jobs else None
 
 
 def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = None) -> Path | None:
@@ -122,8 +123,8 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
         splits.write_manifest(Path(training.output_dir) / "splits.json")
     prefetch = _start_prefetch(recipe, training, model, splits, threads)
     reward = build_reward(recipe).bind(training)
-    shaping = build_shaping(recipe.shaping_rewards, training.max_completion_length,
-                            None if recipe.per_criterion_rewards else training.reward_weights)
+    shaping = build_shaping(recipe.shaping_rewards, training.max_completion_length, training.reward_weights,
+                            per_criterion=recipe.per_criterion_rewards)
     rows = train_rows(recipe, training, splits)
     funcs = reward_funcs(recipe, training, reward, rows, shaping)
     callbacks = []

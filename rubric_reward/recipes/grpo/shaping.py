@@ -84,20 +84,24 @@ def _terms(spec: Any) -> list[Any]:
 
 
 def check_shaping(spec: Any, *, max_completion_length: int | None = None,
-                  reward_weights: Sequence[float] | None = None) -> None:
+                  reward_weights: Sequence[float] | None = None, per_criterion: bool = False) -> None:
     """Raise ``ValueError`` (one line naming the field) unless ``spec`` is None or a valid mapping; with
-    ``max_completion_length`` and ``reward_weights`` (GRPOConfig's), also that they fit it."""
+    ``max_completion_length`` and ``reward_weights`` (GRPOConfig's), also that they fit it. With ``per_criterion``
+    (the recipe's ``per_criterion_rewards``) the weights come from the rubric, so ``reward_weights`` must be unset."""
     terms = _terms(spec)
     for term in terms:
         if isinstance(term, SoftOverlongPunishment):
             term.check(max_completion_length)
+    if per_criterion and reward_weights is not None:
+        raise ValueError("reward_weights: leave unset with per_criterion_rewards (the criteria's weights are used)")
     if terms and reward_weights is not None and len(reward_weights) != 1 + len(terms):
         raise ValueError(f"reward_weights: {len(reward_weights)} weight(s) for {1 + len(terms)} rewards (the rubric, "
                          "then each of shaping_rewards)")
 
 
-def build_shaping(spec: Any, max_completion_length: int | None,
-                  reward_weights: Sequence[float] | None = None) -> list[Callable[..., list[float]]]:
+def build_shaping(spec: Any, max_completion_length: int | None, reward_weights: Sequence[float] | None = None, *,
+                  per_criterion: bool = False) -> list[Callable[..., list[float]]]:
     """TRL's reward functions for ``spec``, in the mapping's order (checked as :func:`check_shaping` does)."""
-    check_shaping(spec, max_completion_length=max_completion_length, reward_weights=reward_weights)
+    check_shaping(spec, max_completion_length=max_completion_length, reward_weights=reward_weights,
+                  per_criterion=per_criterion)
     return [term.build(max_completion_length) for term in _terms(spec)]
