@@ -82,8 +82,8 @@ def generate_responses(
     if not conversations:
         return []
     if backend == "transformers":
-        texts = _generate_transformers(conversations, model, adapter, max_new_tokens, batch_size, seed,
-                                       progress, merge_adapter, dtype)
+        texts = _generate_transformers(conversations, model, adapter, max_new_tokens, batch_size, progress,
+                                       merge_adapter, dtype)
     elif backend == "vllm":
         texts = _generate_vllm(conversations, model, adapter, max_new_tokens, seed, progress)
     else:
@@ -142,14 +142,16 @@ def _eos_ids(lm: Any, tokenizer: Any) -> list[int]:
 
 
 def _generate_transformers(conversations: list[list[dict[str, Any]]], model: str, adapter: str | None,
-                           max_new_tokens: int, batch_size: int, seed: int, progress: bool,
-                           merge: bool, dtype: str | None = None) -> list[str]:
+                           max_new_tokens: int, batch_size: int, progress: bool, merge: bool,
+                           dtype: str | None = None) -> list[str]:
     import torch
 
     from .cpu_memory import release_freed_memory
 
-    torch.manual_seed(seed)
-    lm, tok = _load_transformers(model, adapter, merge, dtype)
+    # Greedy decoding draws nothing, but building a LoRA model initialises weights from torch's global generator:
+    # forked, so a monitor generating inside a training process leaves the training's random stream untouched.
+    with torch.random.fork_rng():
+        lm, tok = _load_transformers(model, adapter, merge, dtype)
     try:
         return _greedy_batches(lm, tok, conversations, model, max_new_tokens, batch_size, progress)
     finally:

@@ -105,10 +105,14 @@ class _FakeTrainer:
 class _FakeMonitor:
     def __init__(self):
         self.began: list[int] = []
-        self.log = None
+        self.ended: list[int] = []
+        self.log = self.side = None
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.began.append(state.global_step)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.ended.append(state.global_step)
 
 
 @pytest.fixture
@@ -142,7 +146,7 @@ def fake_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.Cap
     def go(max_steps: int, resume: str | None):
         _FakeTrainer.made.clear()
         recipe = SimpleNamespace(torch_threads=1, monitor=True, final_report=False, train_order="shuffle",
-                                 shaping_rewards=None, per_criterion_rewards=False)
+                                 shaping_rewards=None, per_criterion_rewards=False, side_generation="false")
         training = SimpleNamespace(output_dir=str(out), save_strategy="steps", dataloader_pin_memory=False,
                                    model_init_kwargs=None, use_vllm=False, resume_from_checkpoint=resume,
                                    max_steps=max_steps, max_completion_length=96, reward_weights=None)
@@ -168,7 +172,7 @@ def test_resume_at_max_steps_trains_nothing_more(fake_run) -> None:
     last = _checkpoint(fake_run.out, 4)
     trainer, monitor, printed = fake_run(4, "true")
     assert trainer.trained == [] and trainer.loaded == [str(last)]  # the final weights are checkpoint-4's
-    assert monitor.began == [4]  # the monitor catches up (a checkpoint saved but not scored is scored now)
+    assert monitor.began == monitor.ended == [4]  # the monitor catches up (a checkpoint saved, not scored, is now)
     assert "nothing left to train" in printed and trainer.saved == [str(fake_run.out)]
     trainer, _, _ = fake_run(6, "true")  # a longer run continues from it as before
     assert trainer.trained == [str(last)] and not trainer.loaded

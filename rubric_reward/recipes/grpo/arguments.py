@@ -104,10 +104,12 @@ class RecipeArguments:
         "ifeval_limit then samples from them")})
     ifeval_seed: int = field(default=0, metadata={"help": "seed of the IFEval subset (ifeval_limit)"})
     ifeval_max_new_tokens: int | None = field(default=None, metadata={"help": "default: eval_max_new_tokens"})
-    prefetch_base: str = field(default="auto", metadata={"help": (
-        "generate the base model's report and IFEval completions in a child process while the policy trains "
-        "(the same call, dtype and threads: the same texts): auto (local transformers generation on a CPU, one "
-        "process, and a CPU training leaves idle), true or false")})
+    side_generation: str = field(default="auto", metadata={"help": (
+        "generate greedy completions in a side process on the CPU training leaves idle: the monitor's for each "
+        "checkpoint while training goes on, the base model's report and IFEval completions, and the best "
+        "checkpoint's IFEval completions during its report completions (the same call, dtype and threads: the "
+        "same texts). auto: local transformers generation on a CPU, one process, and a CPU training leaves "
+        "idle; true; false")})
 
     def __post_init__(self) -> None:
         for name in ("data", "reward_config", "judge", "monitor_judge", "second_judge", "watch", "shaping_rewards"):
@@ -126,10 +128,10 @@ class RecipeArguments:
             raise ValueError(f"train_order must be one of {', '.join(TRAIN_ORDERS)}, got {self.train_order!r}")
         if self.generation_backend not in ("transformers", "vllm", "openai"):
             raise ValueError(f"generation_backend must be transformers, vllm or openai, got {self.generation_backend!r}")
-        if isinstance(self.prefetch_base, bool):  # YAML's true / false
-            self.prefetch_base = str(self.prefetch_base).lower()
-        if self.prefetch_base not in ("auto", "true", "false"):
-            raise ValueError(f"prefetch_base must be auto, true or false, got {self.prefetch_base!r}")
+        if isinstance(self.side_generation, bool):  # YAML's true / false
+            self.side_generation = str(self.side_generation).lower()
+        if self.side_generation not in ("auto", "true", "false"):
+            raise ValueError(f"side_generation must be auto, true or false, got {self.side_generation!r}")
         if self.eval_dtype not in EVAL_DTYPES:
             raise ValueError(f"eval_dtype must be one of {', '.join(EVAL_DTYPES)}, got {self.eval_dtype!r}")
         for name in ("eval_max_new_tokens", "eval_batch_size", "bootstrap_resamples"):

@@ -83,35 +83,42 @@ def _score_split(reward: Any, rows: Sequence[Mapping[str, Any]], completions: li
 
 
 def _generate(recipe: RecipeArguments, model: str, prompts: list[Any], adapter: str | None,
-              max_new_tokens: int | None = None, keep_think: bool = False, *, prefetch: Any = None,
+              max_new_tokens: int | None = None, keep_think: bool = False, *, side: Any = None,
               job: str | None = None) -> list[str]:
+    """Greedy completions: job ``job`` of the side process when it generated this very job, else generated here."""
     from ...rollouts import generate_responses
 
     kwargs = generation_kwargs(recipe, max_new_tokens)
-    if prefetch is not None and adapter is None and not keep_think:
+    if side is not None and job is not None and not keep_think:
         import torch
 
-        texts = prefetch.take(job, model, prompts, kwargs, torch.get_num_threads())
-        if texts is not None:
-            return texts
+        taken = side.take(job, model, prompts, kwargs, adapter, threads=torch.get_num_threads())
+        if taken is not None:
+            return taken[0]
     return generate_responses(prompts, model=model, adapter=adapter, keep_think=keep_think, **kwargs)
+
+
+def _ifeval_job(recipe: RecipeArguments) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    """The IFEval rows of the report, their prompts and the generation arguments."""
+    rows = ifeval_rows(recipe, recipe.ifeval_seed)
+    return rows, [r.prompt for r in rows], generation_kwargs(recipe, recipe.ifeval_max_new_tokens
+                                                             or recipe.eval_max_new_tokens)
 
 
 def base_jobs(recipe: RecipeArguments, model: str, splits: Any) -> dict[str, tuple[list[Any], dict[str, Any]]]:
     """The base model's generations the report will make (name -> prompts, ``generate_responses`` arguments):
-    what :mod:`.base_outputs` can generate beside training."""
+    what :mod:`.side_generation` can generate beside training."""
     jobs = {"report": ([r["prompt"] for r in splits.report], generation_kwargs(recipe))}
     if recipe.ifeval:
-        max_new = recipe.ifeval_max_new_tokens or recipe.eval_max_new_tokens
-        jobs["ifeval"] = ([r.prompt for r in ifeval_rows(recipe, recipe.ifeval_seed)],
-                          generation_kwargs(recipe, max_new))
+        jobs["ifeval"] = _ifeval_job(recipe)[1:]
     return {name: job for name, job in jobs.items() if job[0]}
 
 
 def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any, *,
-                 train_seconds: float | None = None, model_ref: str | None = None, prefetch: Any = None) -> Path:
+                 train_seconds: float | None = None, model_ref: str | None = None, side: Any = None) -> Path:
     """Base vs best on the report split (training judge, optional second judge), IFEval; write the summary.
-    ``prefetch``: a :class:`~.base_outputs.Prefetch` holding base completions generated beside training."""
+    ``side``: a :class:`~.side_generation.SideGenerator`; it has the base model's completions, and generates the
+    best checkpoint's IFEval completions while the best checkpoint's report completions are generated here."""
     from ...journal import write_atomic
     from . import report as report_module
     from .comparison import PERFECT
@@ -132,7 +139,9 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
     judge_reward = build_monitor_reward(recipe)
     metric = judge_reward.config.reward
     print(f"[report] base vs best (step {best_info.get('step')}) on {len(rows)} report prompts", flush=True)
-    texts = {"base": _generate(recipe, base_model, prompts, None, prefetch=prefetch, job="report"),
+    if side is not None and recipe.ifeval:
+        side.submit("ifeval-trained", base_model, *_ifeval_job(recipe)[1:], adapter=adapter)
+    texts = {"base": _generate(recipe, base_model, prompts, None, side=side, job="report"),
              "best": _generate(recipe, base_model, prompts, adapter)}
     judges = {"judge": judge_reward}
     if has_second_judge(recipe):
@@ -166,8 +175,7 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
         json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in report_rows))
     ifeval = None
     if recipe.ifeval:
-        ifeval = ifeval_transfer(recipe, base_model, adapter, out / "ifeval", seed=recipe.ifeval_seed,
-                                 prefetch=prefetch)
+        ifeval = ifeval_transfer(recipe, base_model, adapter, out / "ifeval", seed=recipe.ifeval_seed, side=side)
     return report_module.write_summary(
         out, monitor=records, best=best_info, report_rows=report_rows, metric=metric,
         looked_at=checkpoints_looked_at(records), ifeval=ifeval,
@@ -195,7 +203,7 @@ def ifeval_rows(recipe: RecipeArguments, seed: int = 0) -> list[Any]:
 
 
 def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: Path, *, seed: int = 0,
-                    prefetch: Any = None) -> dict:
+                    side: Any = None) -> dict:
     """IFEval base vs trained (``eval/ifeval.py``'s machinery) on all prompts or a seeded subset."""
     from ...evaluation import evaluate_system, write_comparison, write_system
 
@@ -203,8 +211,8 @@ def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: 
     print(f"[report] IFEval transfer on {len(rows)} prompts", flush=True)
     max_new = recipe.ifeval_max_new_tokens or recipe.eval_max_new_tokens
     systems = {}
-    for name, ad in (("base", None), ("trained", adapter)):
-        texts = _generate(recipe, model, [r.prompt for r in rows], ad, max_new, prefetch=prefetch, job="ifeval")
+    for name, ad, job in (("base", None, "ifeval"), ("trained", adapter, "ifeval-trained")):
+        texts = _generate(recipe, model, [r.prompt for r in rows], ad, max_new, side=side, job=job)
         systems[name] = evaluate_system(name, list(zip(rows, texts, strict=True)),
                                         meta={"model": model, "adapter": ad, "max_new_tokens": max_new})
         write_system(out_dir / name, systems[name])

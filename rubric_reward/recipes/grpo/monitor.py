@@ -17,6 +17,13 @@ training judge; a second judge family shows judge coupling), and
   judge, when the monitor's own reward is a second judge) every checkpoint is scored by both, and each
   record carries ``watch``, the flags raised at it; ``watch.stop_after`` flagged checkpoints stop training.
 
+With a side process (:mod:`.side_generation`, ``side``) a checkpoint's completions are generated there while
+training goes on, and the checkpoint is scored at the first step end after they are ready (at the latest when
+training ends), in step order; not when ``watch.stop_after`` needs the flags at the save itself, nor with
+``save_total_limit`` (rotation could delete the checkpoint first). The texts are the same either way, and
+generating inside the training process leaves its random stream as it was: the monitor never changes what is
+trained.
+
 Only the main process works; the others wait at a barrier, so the monitor runs once per save however many
 processes train. ``monitor.jsonl`` is keyed by step: on resume, records past the resumed step (a discarded
 future) are dropped and a step already recorded is not scored again, so the file has one line per step (it is
@@ -125,14 +132,15 @@ class CheckpointMonitor(TrainerCallback):
     ``rows`` are the selection split's rows (``prompt`` plus the columns the reward reads); ``reward`` is a
     :class:`~rubric_reward.rl.RubricReward` (its ``score_batch`` judges); ``model`` the base policy reference;
     ``generation`` the keyword arguments for :func:`~rubric_reward.rollouts.generate_responses`
-    (``max_new_tokens``, ``batch_size``, ``backend``, ``base_url``).
+    (``max_new_tokens``, ``batch_size``, ``backend``, ``base_url``); ``side`` a
+    :class:`~.side_generation.SideGenerator` that generates them beside training.
     """
 
     def __init__(self, rows: Sequence[Mapping[str, Any]], *, reward: Any, model: str, output_dir: str | Path,
                  generation: Mapping[str, Any] | None = None, n_resamples: int = 2000, confidence: float = 0.95,
                  seed: int = 0, score_base: bool = True, plot: Callable[[Path, list[dict]], Any] | None = None,
                  log: Callable[[dict[str, float]], None] | None = None, training_reward: Any = None,
-                 watch: Any = None):
+                 watch: Any = None, side: Any = None):
         if not rows:
             raise ValueError("the monitor needs at least one selection prompt")
         self.rows = [dict(r) for r in rows]
@@ -151,6 +159,8 @@ class CheckpointMonitor(TrainerCallback):
 
         self.training_reward = training_reward
         self.watch = WatchConfig.coerce(watch)
+        self.side = side
+        self._pending: dict[int, Path | None] = {}  # step -> checkpoint, generating in the side process
 
     # ------------------------------------------------------------------ files
     @property
@@ -175,19 +185,23 @@ class CheckpointMonitor(TrainerCallback):
                 self._rewrite(kept)
                 self._refresh_best(kept)
             done = {r["step"] for r in kept}
-            if self.score_base and 0 not in done:
-                self.evaluate(0, None, state)
-            for step, folder in complete_checkpoints(args.output_dir)[0]:  # saved but not scored (interrupted)
-                if 0 < step <= state.global_step and step not in done:
-                    self.evaluate(step, folder, state)
+            todo: list[tuple[int, Path | None]] = [(0, None)] if self.score_base and 0 not in done else []
+            todo += [(step, folder) for step, folder in complete_checkpoints(args.output_dir)[0]
+                     if 0 < step <= state.global_step and step not in done]  # saved but not scored (interrupted)
+            for step, folder in todo:
+                self._start(step, folder, state, beside=self._beside(args))
         _barrier()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            self._collect(state, wait=False)
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         stop = False
         if state.is_world_process_zero:
             step = state.global_step
-            if step not in {r["step"] for r in self.records()}:
-                self.evaluate(step, Path(args.output_dir) / f"checkpoint-{step}", state)
+            if step not in {r["step"] for r in self.records()} and step not in self._pending:
+                self._start(step, Path(args.output_dir) / f"checkpoint-{step}", state, beside=self._beside(args))
             flagged = sum(1 for r in self.records() if r.get("watch"))
             if self.watch.stop_after and flagged >= self.watch.stop_after:
                 print(f"[monitor] WATCH: {flagged} flagged checkpoint(s) (stop_after {self.watch.stop_after}): "
@@ -196,6 +210,38 @@ class CheckpointMonitor(TrainerCallback):
         if _agree(stop):  # every rank stops at the same step
             control.should_training_stop = True
 
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            self._collect(state, wait=True)
+        _barrier()
+
+    # ------------------------------------------------------------------ beside training
+    def _beside(self, args: Any) -> bool:
+        """Whether a checkpoint's completions can be generated by the side process while training goes on: not
+        when the watch may stop training at this save, nor when rotation may delete the checkpoint first."""
+        return (self.side is not None and not self.watch.stop_after
+                and not getattr(args, "save_total_limit", None))
+
+    def _start(self, step: int, checkpoint: Path | None, state: Any, *, beside: bool) -> None:
+        if beside and self.side.submit(self._job(step), self.model, self._prompts(), self.generation, checkpoint):
+            self._pending[step] = checkpoint
+        else:
+            self.evaluate(step, checkpoint, state)
+
+    def _collect(self, state: Any, *, wait: bool) -> None:
+        """Score the checkpoints whose completions the side process has generated, in step order (the watch
+        compares each with the ones before it); ``wait``: all of them, waiting for the side process."""
+        for step in sorted(self._pending):
+            if not wait and not self.side.ready(self._job(step)):
+                return
+            self.evaluate(step, self._pending.pop(step), state)
+
+    def _job(self, step: int) -> str:
+        return f"monitor-step-{step:05d}"
+
+    def _prompts(self) -> list[Any]:
+        return [r["prompt"] for r in self.rows]
+
     # ------------------------------------------------------------------ the work
     def evaluate(self, step: int, checkpoint: str | Path | None, state: Any = None) -> dict[str, Any]:
         """Generate, score, record, log, update ``best/`` and the plot for one step; return the record."""
@@ -203,11 +249,19 @@ class CheckpointMonitor(TrainerCallback):
 
         started = time.monotonic()
         label = "base model" if checkpoint is None else f"checkpoint-{step}"
-        print(f"[monitor] {label}: generating {len(self.rows)} selection completions", flush=True)
-        prompts = [r["prompt"] for r in self.rows]
-        completions = generate_responses(prompts, model=self.model,
-                                         adapter=None if checkpoint is None else str(checkpoint),
-                                         **{"progress": True, **self.generation})
+        prompts = self._prompts()
+        adapter = None if checkpoint is None else str(checkpoint)
+        taken = None if self.side is None else self.side.take(self._job(step), self.model, prompts, self.generation,
+                                                              adapter, threads=_torch_threads())
+        if taken is not None:
+            completions, generated_s = taken
+            print(f"[monitor] {label}: {len(prompts)} selection completions generated beside training "
+                  f"({generated_s:.0f} s)", flush=True)
+            started -= generated_s  # the record's seconds: generation and scoring, wherever they ran
+        else:
+            print(f"[monitor] {label}: generating {len(prompts)} selection completions", flush=True)
+            completions = generate_responses(prompts, model=self.model, adapter=adapter,
+                                             **{"progress": True, **self.generation})
         columns = {k: [r[k] for r in self.rows] for k in self.rows[0] if k != "prompt"}
         print(f"[monitor] {label}: scoring", flush=True)
         results = self.reward.score_batch(prompts, completions, **columns)
@@ -337,6 +391,7 @@ class CheckpointMonitor(TrainerCallback):
                     "judge_calls", "training_mean", "length_rho", "copied_share", "repetitive_share")
                    if record.get(k) is not None}
         metrics["monitor/watch_flags"] = float(len(record.get("watch") or ()))
+        metrics["monitor/step"] = float(record["step"])  # scored beside training: logged at a later step
         if self.log is not None:
             self.log(metrics)
         if self.plot is not None:
@@ -372,6 +427,12 @@ def _adapter_sha(checkpoint: str | Path | None) -> str | None:
         if path.is_file():
             return hashlib.sha256(path.read_bytes()).hexdigest()
     return None
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _agree(flag: bool) -> bool:

@@ -81,26 +81,33 @@ def _finish_without_training(trainer: Any, checkpoint: str, monitor: Any, traini
         state = TrainerState.load_from_json(str(Path(checkpoint) / STATE_FILE))
         state.is_world_process_zero = trainer.is_world_process_zero()
         monitor.on_train_begin(training, state, trainer.control)
+        monitor.on_train_end(training, state, trainer.control)
 
 
-def _start_prefetch(recipe: RecipeArguments, training: Any, model: Any, splits: Any, threads: int) -> Any:
-    """The base model's report completions generated beside training (:mod:`.base_outputs`), when wanted."""
+def _start_side(recipe: RecipeArguments, training: Any, model: Any, splits: Any, threads: int) -> Any:
+    """The side process generating the monitor's and the report's completions beside training
+    (:mod:`.side_generation`), when wanted; the base model's report completions are queued at once."""
     from ...threads import available_cpus
-    from . import base_outputs
+    from . import side_generation
 
-    if not (recipe.final_report and is_main_process()):
+    if recipe.side_generation == "false" or not ((recipe.final_report or recipe.monitor) and is_main_process()):
         return None
     on_cpu = bool(training.use_cpu) or not _has_accelerator()
-    if not base_outputs.wanted(recipe.prefetch_base, backend=recipe.generation_backend, on_cpu=on_cpu,
-                               world_size=int(os.environ.get("WORLD_SIZE", "1") or 1), threads=threads,
-                               cpus=available_cpus()):
+    if not side_generation.wanted(recipe.side_generation, backend=recipe.generation_backend, on_cpu=on_cpu,
+                                  world_size=int(os.environ.get("WORLD_SIZE", "1") or 1), threads=threads,
+                                  cpus=available_cpus()):
         return None
     from ...models import resolve_model
     from .final_report import base_jobs
 
-    policy = resolve_model(model.model_name_or_path)  # the path the report generates with
-    jobs = base_jobs(recipe, policy, splits)
-    return base_outputs.start(training.output_dir, policy, jobs, threads) if jobs else None
+    side = side_generation.SideGenerator.start(training.output_dir, threads)
+    say(f"[grpo] side process (pid {side.process.pid}, nice 10): generates the monitor's and the report's "
+        "greedy completions on the CPU training leaves idle")
+    if recipe.final_report:
+        policy = resolve_model(model.model_name_or_path)  # the path the report generates with
+        for name, (prompts, kwargs) in base_jobs(recipe, policy, splits).items():
+            side.submit(name, policy, prompts, kwargs)
+    return side
 
 
 def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = None) -> Path | None:
@@ -121,7 +128,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     splits = build_splits(recipe, splits)
     if is_main_process():
         splits.write_manifest(Path(training.output_dir) / "splits.json")
-    prefetch = _start_prefetch(recipe, training, model, splits, threads)
+    side = _start_side(recipe, training, model, splits, threads)
     reward = build_reward(recipe).bind(training)
     shaping = build_shaping(recipe.shaping_rewards, training.max_completion_length, training.reward_weights,
                             per_criterion=recipe.per_criterion_rewards)
@@ -132,7 +139,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     log = _TrainerLog()
     if recipe.monitor:
         monitor = build_monitor(recipe, training, model, splits.selection, reward)
-        monitor.log = log
+        monitor.log, monitor.side = log, side
         callbacks.append(monitor)
     if training.dataloader_pin_memory and not _has_accelerator():
         training.dataloader_pin_memory = False  # pinned memory needs an accelerator; torch warns at every epoch
@@ -177,9 +184,9 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     summary = None
     if recipe.final_report and is_main:
         summary = final_report(recipe, training, model, splits, train_seconds=train_seconds, model_ref=model_ref,
-                               prefetch=prefetch)
-    if prefetch is not None:
-        prefetch.close()
+                               side=side)
+    if side is not None:
+        side.close()
     if summary is None:
         _print_where(training, recipe.monitor)
         return summary

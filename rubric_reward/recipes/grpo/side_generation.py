@@ -1,0 +1,184 @@
+"""Greedy completions generated in a side process, on the CPU a training run leaves idle.
+
+A run under ``accelerate launch`` trains on one torch thread, so on a 2-core machine one core idles while the
+policy trains. :class:`SideGenerator` is a child process that generates there what the run would otherwise
+generate itself, one job after another:
+
+* the monitor's selection completions of each saved checkpoint (training goes on; the monitor scores them when
+  they are ready, :class:`~.monitor.CheckpointMonitor`);
+* the base model's report and IFEval completions, which training cannot change, and the best checkpoint's IFEval
+  completions while the report generates its report-split completions (:mod:`.final_report`).
+
+A job runs the caller's own call (:func:`rubric_reward.rollouts.generate_responses`) with its model, adapter,
+dtype, batches and torch threads, so the texts are the ones the caller would get (greedy decoding through the
+same kernels). It is keyed by everything its texts depend on (the adapter by its weights' hash); the caller takes
+the texts with :meth:`SideGenerator.take` and generates them itself when the key differs, the job failed or the
+child died. Jobs travel to the child as JSON lines on its stdin and come back as files in ``side_generation/``,
+so a resumed run does not generate a finished job again. The child runs at a lower priority than training.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ...journal import write_atomic
+from .ranks import say
+
+__all__ = ["SideGenerator", "job_key", "wanted"]
+
+DIR = "side_generation"
+_ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+
+
+def _adapter_hash(adapter: str | Path | None) -> str | None:
+    if adapter is None:
+        return None
+    for name in _ADAPTER_WEIGHTS:
+        path = Path(adapter) / name
+        if path.is_file():
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+    return f"missing:{adapter}"
+
+
+def job_key(model: str, prompts: Sequence[Any], kwargs: Mapping[str, Any], threads: int,
+            adapter: str | Path | None = None) -> str:
+    """What a job's texts depend on, hashed: the model, the adapter's weights, the prompts, the generation
+    arguments and torch's threads."""
+    blob = json.dumps({"model": model, "adapter": _adapter_hash(adapter), "prompts": list(prompts),
+                       "kwargs": dict(kwargs), "threads": threads},
+                      sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def wanted(setting: str, *, backend: str, on_cpu: bool, world_size: int, threads: int, cpus: int) -> bool:
+    """Whether to generate beside training: ``true``/``false``, or ``auto``: local transformers generation on
+    the CPU, one process, and a CPU that training leaves idle."""
+    if setting != "auto":
+        return setting == "true"
+    return backend == "transformers" and on_cpu and world_size == 1 and cpus > threads
+
+
+class SideGenerator:
+    """The side process and the jobs sent to it (name -> key)."""
+
+    def __init__(self, out_dir: str | Path, threads: int, process: subprocess.Popen | None = None):
+        self.out_dir, self.threads, self.process = Path(out_dir), threads, process
+        self.keys: dict[str, str] = {}
+
+    @classmethod
+    def start(cls, out_dir: str | Path, threads: int) -> SideGenerator:
+        """Start the child (``out_dir/side_generation``; ``threads`` torch threads, as the caller's)."""
+        out = Path(out_dir) / DIR
+        out.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+        with open(out / "log.txt", "ab") as log:
+            process = subprocess.Popen([sys.executable, "-m", __name__, str(threads)], env=env, stdout=log,
+                                       stderr=subprocess.STDOUT, stdin=subprocess.PIPE)
+        return cls(out, threads, process)
+
+    def _path(self, name: str) -> Path:
+        return self.out_dir / f"{name}.json"
+
+    def _saved(self, name: str) -> dict[str, Any] | None:
+        try:
+            return json.loads(self._path(name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def submit(self, name: str, model: str, prompts: Sequence[Any], kwargs: Mapping[str, Any],
+               adapter: str | Path | None = None) -> bool:
+        """Queue a job (not if its file holds the same job already); False if the child is gone."""
+        key = job_key(model, prompts, kwargs, self.threads, adapter)
+        self.keys[name] = key
+        if (self._saved(name) or {}).get("key") == key:
+            return True
+        if not self.alive:
+            return False
+        line = json.dumps({"name": name, "key": key, "dir": str(self.out_dir), "model": model, "prompts": list(prompts),
+                           "kwargs": dict(kwargs), "adapter": None if adapter is None else str(adapter)},
+                          ensure_ascii=False, default=str)
+        try:
+            self.process.stdin.write(line.encode() + b"\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+        return True
+
+    def ready(self, name: str) -> bool:
+        """Whether job ``name`` is over: its file is written, or the child is gone."""
+        saved = self._saved(name)
+        return (saved is not None and saved.get("key") == self.keys.get(name)) or not self.alive
+
+    def take(self, name: str, model: str, prompts: Sequence[Any], kwargs: Mapping[str, Any],
+             adapter: str | Path | None = None, *, threads: int) -> tuple[list[str], float] | None:
+        """The texts of job ``name`` and the seconds the child spent on them, waiting for the child if needed;
+        None if it is another job (other prompts, settings, adapter weights or ``threads``), was never
+        submitted, failed, or the child is gone."""
+        key = job_key(model, prompts, kwargs, threads, adapter)
+        if self.keys.get(name) != key:
+            return None
+        started = time.monotonic()
+        while not self.ready(name):
+            time.sleep(0.05)
+        waited = time.monotonic() - started
+        if waited >= 1:
+            say(f"[side] waited {waited:.0f} s for {name}, generated beside training")
+        saved = self._saved(name) or {}
+        texts = saved.get("texts")
+        if saved.get("key") != key or not isinstance(texts, list) or len(texts) != len(prompts):
+            say(f"[side] no completions for {name} from the side process (see {self.out_dir}/log.txt): "
+                "generating them here")
+            return None
+        return texts, float(saved.get("seconds") or 0.0)
+
+    def close(self) -> None:
+        """Let the child finish its queue and exit; stop it if it does not within a minute."""
+        if self.process is None:
+            return
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.terminate()
+            self.process.wait()
+
+
+def _main(threads: int) -> None:
+    from ...threads import prepare_environment, set_torch_threads
+
+    if hasattr(os, "nice"):
+        os.nice(10)  # training comes first (set here: a preexec_fn is unsafe in a threaded parent)
+    prepare_environment()
+    set_torch_threads(threads)
+    from ...rollouts import generate_responses
+
+    for raw in sys.stdin.buffer:
+        job = json.loads(raw)
+        started = time.monotonic()
+        try:
+            texts = generate_responses(job["prompts"], model=job["model"], adapter=job["adapter"], progress=False,
+                                       **job["kwargs"])
+            saved = {"key": job["key"], "texts": texts, "seconds": round(time.monotonic() - started, 2)}
+        except Exception as exc:  # one failed job does not stop the queue; its caller generates it
+            print(f"[side] {job['name']}: {type(exc).__name__}: {exc}", flush=True)
+            saved = {"key": job["key"], "error": f"{type(exc).__name__}: {exc}"}
+        write_atomic(Path(job["dir"]) / f"{job['name']}.json", json.dumps(saved, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    _main(int(sys.argv[1]))

@@ -1,0 +1,236 @@
+"""Completions generated beside training (``rubric_reward.recipes.grpo.side_generation``).
+
+The side process generates what the run would (same call, adapter, dtype, threads): its texts equal an
+in-process generation with the tiny model and a LoRA adapter; a job whose prompts, settings, adapter weights or
+threads differ, or whose generation failed, is None (the caller then generates it); a finished job is not
+generated again. The monitor scores checkpoints generated there in step order and gives the records an
+in-process monitor gives; generating inside a training process leaves torch's random stream untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from rubric_reward.recipes.grpo import side_generation
+from rubric_reward.recipes.grpo.side_generation import SideGenerator
+
+PROMPTS = [[{"role": "user", "content": f"Say something about the number {i}."}] for i in range(5)]
+KWARGS = {"backend": "transformers", "base_url": None, "max_new_tokens": 6, "batch_size": 2, "merge_adapter": True,
+          "dtype": "auto"}
+
+
+@pytest.fixture(scope="module")
+def adapter(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A LoRA adapter of the tiny model with random B matrices (it changes the outputs)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(1)
+    lm = AutoModelForCausalLM.from_pretrained(tiny_model)
+    out = tmp_path_factory.mktemp("adapters") / "checkpoint-1"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        get_peft_model(lm, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                      init_lora_weights=False)).save_pretrained(out)
+    return out
+
+
+def _here(model: Path, prompts=PROMPTS, adapter: Path | None = None, **kwargs) -> list[str]:
+    import torch
+
+    from rubric_reward.rollouts import generate_responses
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return generate_responses(prompts, model=str(model), adapter=None if adapter is None else str(adapter),
+                                  progress=False, **{**KWARGS, **kwargs})
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_the_side_process_writes_what_the_caller_would_generate(tmp_path: Path, tiny_model: Path,
+                                                                 adapter: Path) -> None:
+    side = SideGenerator.start(tmp_path, threads=1)
+    model = str(tiny_model)
+    try:
+        assert side.submit("base", model, PROMPTS, KWARGS)
+        assert side.submit("trained", model, PROMPTS, KWARGS, adapter)
+        assert side.submit("short", model, PROMPTS[:2], {**KWARGS, "max_new_tokens": 4})
+        here, trained = _here(tiny_model), _here(tiny_model, adapter=adapter)
+        assert here != trained  # the adapter matters
+        assert side.take("base", model, PROMPTS, KWARGS, threads=1)[0] == here
+        texts, seconds = side.take("trained", model, PROMPTS, KWARGS, adapter, threads=1)
+        assert texts == trained and seconds > 0
+        # another job's settings, prompts, adapter or thread count: not this file's texts
+        assert side.take("base", model, PROMPTS, {**KWARGS, "max_new_tokens": 7}, threads=1) is None
+        assert side.take("base", model, PROMPTS[:4], KWARGS, threads=1) is None
+        assert side.take("base", model, PROMPTS, KWARGS, adapter, threads=1) is None
+        assert side.take("base", model, PROMPTS, KWARGS, threads=2) is None
+        assert side.take("never-submitted", model, PROMPTS, KWARGS, threads=1) is None
+        assert len(side.take("short", model, PROMPTS[:2], {**KWARGS, "max_new_tokens": 4}, threads=1)[0]) == 2
+    finally:
+        side.close()
+    assert side.process.returncode == 0
+    # new adapter weights under the same path: another job
+    moved = tmp_path / "moved"
+    shutil.copytree(adapter, moved)
+    again = SideGenerator(tmp_path / side_generation.DIR, threads=1)  # a resumed run: files, no child
+    assert again.submit("trained", model, PROMPTS, KWARGS, adapter)
+    assert again.take("trained", model, PROMPTS, KWARGS, adapter, threads=1)[0] == trained
+    (moved / "adapter_model.safetensors").write_bytes(b"other weights")
+    assert not again.submit("moved", model, PROMPTS, KWARGS, moved)  # not done, and no child to do it
+
+
+def test_a_failed_job_leaves_the_caller_to_generate_and_the_queue_goes_on(tmp_path: Path, tiny_model: Path) -> None:
+    side = SideGenerator.start(tmp_path, threads=1)
+    missing = str(tmp_path / "no-such-model")
+    try:
+        side.submit("bad", missing, PROMPTS, KWARGS)
+        side.submit("good", str(tiny_model), PROMPTS[:1], KWARGS)
+        assert side.take("bad", missing, PROMPTS, KWARGS, threads=1) is None
+        assert side.take("good", str(tiny_model), PROMPTS[:1], KWARGS, threads=1)[0] == _here(tiny_model, PROMPTS[:1])
+    finally:
+        side.close()
+    assert "bad" in (tmp_path / side_generation.DIR / "log.txt").read_text()  # the error is kept
+    dead = SideGenerator.start(tmp_path, threads=1)
+    dead.process.kill()
+    dead.process.wait()
+    assert not dead.submit("late", str(tiny_model), PROMPTS, KWARGS)
+
+
+def test_generating_in_a_training_process_leaves_its_random_stream(tiny_model: Path, adapter: Path) -> None:
+    import torch
+
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    _here(tiny_model, adapter=adapter)  # loads a LoRA model: its initialisation draws from the generator
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+class _Reward:
+    """Scores a completion by its length (checks only: no judge), as ``RubricReward.score_batch`` returns."""
+
+    config = SimpleNamespace(reward="score")
+
+    def score_batch(self, prompts, completions, **columns):
+        from rubric_reward.results import ScoreResult
+
+        return [SimpleNamespace(result=ScoreResult(score=min(1.0, len(c) / 40), verdicts=()),
+                                guard=None, reward=None, error=None) for c in completions]
+
+
+def _monitor(out: Path, model: Path, side=None, watch=None):
+    from rubric_reward.recipes.grpo.monitor import CheckpointMonitor
+
+    rows = [{"prompt": p} for p in PROMPTS]
+    return CheckpointMonitor(rows, reward=_Reward(), model=str(model), output_dir=out, n_resamples=20,
+                             generation=KWARGS, side=side, watch=watch)
+
+
+def _checkpoints(out: Path, adapter: Path, steps=(2, 4)) -> None:
+    for step in steps:
+        shutil.copytree(adapter, out / f"checkpoint-{step}")
+        state = {"global_step": step, "max_steps": 4, "log_history": []}
+        (out / f"checkpoint-{step}" / "trainer_state.json").write_text(json.dumps(state))
+
+
+def _same(records: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in ("seconds", "checkpoint")} for r in records]
+
+
+def test_the_monitor_scores_checkpoints_generated_beside_training(tmp_path: Path, tiny_model: Path,
+                                                                  adapter: Path) -> None:
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        records = {}
+        for name in ("here", "beside"):
+            out = tmp_path / name
+            out.mkdir()
+            _checkpoints(out, adapter)
+            side = SideGenerator.start(out, threads=1) if name == "beside" else None
+            monitor = _monitor(out, tiny_model, side)
+            args = SimpleNamespace(output_dir=str(out), save_total_limit=None)
+            state = SimpleNamespace(is_world_process_zero=True, global_step=2)
+            monitor.on_train_begin(args, state, None)  # the base model and the unscored checkpoint-2
+            if side is not None:
+                assert sorted(monitor._pending) == [0, 2] and monitor.records() == []
+            state.global_step = 4
+            monitor.on_save(args, state, SimpleNamespace(should_training_stop=False))
+            monitor.on_step_end(args, state, None)
+            monitor.on_train_end(args, state, None)
+            assert not monitor._pending
+            records[name] = monitor.records()
+            if side is not None:
+                side.close()
+    finally:
+        torch.set_num_threads(threads)
+    assert [r["step"] for r in records["beside"]] == [0, 2, 4]
+    assert _same(records["beside"]) == _same(records["here"])
+    for step in (0, 2, 4):
+        name = f"monitor/step-{step:05d}.jsonl"
+        assert (tmp_path / "beside" / name).read_text() == (tmp_path / "here" / name).read_text()
+    assert json.loads((tmp_path / "beside" / "best" / "best.json").read_text())["step"] in (2, 4)
+
+
+def test_the_monitor_scores_at_the_save_when_it_may_stop_training_or_rotation_may_delete(tmp_path: Path) -> None:
+    from rubric_reward.recipes.grpo.monitor import CheckpointMonitor
+
+    side = SimpleNamespace()
+    reward = SimpleNamespace(config=SimpleNamespace(reward="score"))
+    args = SimpleNamespace(output_dir=str(tmp_path), save_total_limit=None)
+    assert CheckpointMonitor([{"prompt": "p"}], reward=reward, model="m", output_dir=tmp_path, side=side)._beside(args)
+    assert not CheckpointMonitor([{"prompt": "p"}], reward=reward, model="m", output_dir=tmp_path)._beside(args)
+    assert not CheckpointMonitor([{"prompt": "p"}], reward=reward, model="m", output_dir=tmp_path, side=side,
+                                 watch={"stop_after": 1})._beside(args)
+    rotating = SimpleNamespace(output_dir=str(tmp_path), save_total_limit=2)
+    assert not CheckpointMonitor([{"prompt": "p"}], reward=reward, model="m", output_dir=tmp_path,
+                                 side=side)._beside(rotating)
+
+
+@pytest.mark.parametrize(("setting", "kwargs", "want"), [
+    ("auto", {}, True),
+    ("auto", {"cpus": 1}, False),                      # no idle CPU
+    ("auto", {"threads": 2}, False),
+    ("auto", {"world_size": 2}, False),                # distributed ranks
+    ("auto", {"on_cpu": False}, False),                # a GPU generates fast enough
+    ("auto", {"backend": "vllm"}, False),
+    ("true", {"cpus": 1}, True),
+    ("false", {}, False),
+])
+def test_auto_generates_beside_training_on_an_idle_cpu_only(setting: str, kwargs: dict, want: bool) -> None:
+    args = {"backend": "transformers", "on_cpu": True, "world_size": 1, "threads": 1, "cpus": 2, **kwargs}
+    assert side_generation.wanted(setting, **args) is want
+
+
+def test_the_setting_is_checked_and_takes_yaml_booleans() -> None:
+    from rubric_reward.recipes.grpo.arguments import RecipeArguments
+
+    assert RecipeArguments(side_generation=False).side_generation == "false"
+    with pytest.raises(ValueError, match="side_generation must be auto, true or false"):
+        RecipeArguments(side_generation="sometimes")
+
+
+def test_the_jobs_are_the_reports_own_prompts() -> None:
+    from rubric_reward.recipes.grpo.arguments import RecipeArguments
+    from rubric_reward.recipes.grpo.builders import generation_kwargs
+    from rubric_reward.recipes.grpo.final_report import base_jobs, ifeval_rows
+
+    recipe = RecipeArguments(ifeval_limit=7, ifeval_max_new_tokens=33)
+    splits = SimpleNamespace(report=[{"prompt": p} for p in PROMPTS])
+    jobs = base_jobs(recipe, "m", splits)
+    assert jobs["report"] == (PROMPTS, generation_kwargs(recipe))
+    assert jobs["ifeval"][0] == [r.prompt for r in ifeval_rows(recipe, recipe.ifeval_seed)]
+    assert len(jobs["ifeval"][0]) == 7 and jobs["ifeval"][1]["max_new_tokens"] == 33
+    assert set(base_jobs(RecipeArguments(ifeval=False), "m", splits)) == {"report"}
+    json.dumps(jobs)  # the line the child reads
