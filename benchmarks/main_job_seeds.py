@@ -6,7 +6,8 @@ recipe args]`` for each seed, one at a time, each in its own process (``--launch
 ``summary.json`` exists is not rerun; one interrupted after a checkpoint is resumed with
 ``--resume_from_checkpoint true``; one interrupted before any checkpoint is moved aside
 (``seed_S.interrupted-N``) and run again. Each seed's wall time and peak RSS (the training process and its
-children, from ``os.wait4``) go to ``ROOT/seed_S/sweep.json``.
+children: the largest process from ``os.wait4``, and the sum over all its processes sampled each second from
+``/proc``) go to ``ROOT/seed_S/sweep.json``.
 
 It prints one row per seed and the pooled result, and writes ``ROOT/seeds_summary.{md,json}``: every number is
 recomputed from each seed's ``report_completions.jsonl`` (``rubric_reward.recipes.grpo.report.seed_result``),
@@ -77,6 +78,55 @@ def _checkpoints(out: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split("-", 1)[1]))
 
 
+def tree_rss_kib(root_pid: int) -> int:
+    """The summed resident memory (KiB) of ``root_pid`` and its descendants, from /proc (0 where there is none)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+            parents[int(entry.name)] = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    tree, grew = {root_pid}, True
+    while grew:
+        grew = False
+        for pid, parent in parents.items():
+            if parent in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    total = 0
+    for pid in tree:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+class TreePeak:
+    """Samples :func:`tree_rss_kib` every ``every_s`` seconds in a thread; ``peak`` is the largest sum seen."""
+
+    def __init__(self, pid: int, every_s: float = 1.0):
+        import threading
+
+        self.pid, self.every_s, self.peak = pid, every_s, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, tree_rss_kib(self.pid))
+            self._stop.wait(self.every_s)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
 def run_seed(args: argparse.Namespace, extra: list[str], seed: int, root: Path) -> dict:
     """Run (or resume) one seed unless its summary exists; return its sweep record."""
     out = root / f"seed_{seed}"
@@ -109,6 +159,7 @@ def run_seed(args: argparse.Namespace, extra: list[str], seed: int, root: Path) 
     start = time.perf_counter()
     with log.open("a") as fh:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        sampler = TreePeak(proc.pid) if Path("/proc/self/status").is_file() else None
         timer = None
         if args.timeout:
             import threading
@@ -120,17 +171,20 @@ def run_seed(args: argparse.Namespace, extra: list[str], seed: int, root: Path) 
         finally:
             if timer is not None:
                 timer.cancel()
+        tree_peak = sampler.stop() if sampler is not None else None
         proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
     record = {"seed": seed, "command": shlex.join(cmd), "returncode": proc.returncode, "wall_s": wall,
-              "peak_rss_kib": usage.ru_maxrss, "user_s": usage.ru_utime, "system_s": usage.ru_stime,
+              "peak_rss_kib": usage.ru_maxrss, "peak_tree_rss_kib": tree_peak or None,
+              "user_s": usage.ru_utime, "system_s": usage.ru_stime,
               "resumed_from": resumed, "log": str(log), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
     record_path.write_text(json.dumps(record, indent=2) + "\n")
     if proc.returncode != 0 or not (out / "summary.json").is_file():
         tail = log.read_text(errors="replace").splitlines()[-15:]
         print(f"[seeds] seed {seed}: FAILED (exit {proc.returncode}; {log}):\n  " + "\n  ".join(tail), flush=True)
     else:
-        print(f"[seeds] seed {seed}: done in {wall:.0f} s, peak RSS {usage.ru_maxrss / 1024 / 1024:.2f} GB",
+        print(f"[seeds] seed {seed}: done in {wall:.0f} s, peak RSS {usage.ru_maxrss / 1024 / 1024:.2f} GB "
+              f"(largest process)" + (f", {tree_peak / 1024 / 1024:.2f} GB (all its processes)" if tree_peak else ""),
               flush=True)
     return record
 
@@ -154,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         row = seed_result(out)
         row["seed"] = seed
-        row.update({k: record.get(k) for k in ("wall_s", "peak_rss_kib", "resumed_from", "command")})
+        row.update({k: record.get(k) for k in ("wall_s", "peak_rss_kib", "peak_tree_rss_kib", "resumed_from",
+                                                 "command")})
         results.append(row)
     if not results:
         print("[seeds] no seed finished: nothing to summarise", flush=True)

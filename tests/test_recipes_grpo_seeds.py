@@ -116,7 +116,7 @@ def test_seed_sweep_pooled_numbers_come_from_the_report_rows(tmp_path):
     results = []
     for i, run in enumerate(runs):
         r = seed_result(run)
-        r.update(wall_s=100.0 + i, peak_rss_kib=2_000_000 + i)
+        r.update(wall_s=100.0 + i, peak_rss_kib=2_000_000 + i, peak_tree_rss_kib=None if i else 3_000_000)
         results.append(r)
     # the summary text is not read: a tampered summary headline changes nothing
     summary = json.loads((runs[0] / "summary.json").read_text())
@@ -148,7 +148,20 @@ def test_seed_sweep_pooled_numbers_come_from_the_report_rows(tmp_path):
     assert md.startswith("# Seed sweep: summary")
     assert f"is {mean:+.3f} (95% t-interval over seed means [{low:+.3f}, {high:+.3f}]" in md
     assert f"{significant} of 4 seeds are significant on their own" in md
-    assert "| pooled |" in md and "1 min 40 s" in md and "1.91 GB" in md and "nan" not in md.lower()
+    assert "| pooled |" in md and "1 min 40 s" in md and "nan" not in md.lower()
+    rss = [line.split(" | ")[-2] for line in md.splitlines() if line.startswith(("| 0 |", "| 1 |", "| pooled |"))]
+    assert rss == ["2.86 GB", "1.91 GB (largest)", "2.86 GB"]  # all processes summed where sampled
+
+
+def test_the_sweep_samples_the_memory_of_every_process_of_a_run() -> None:
+    sweep = _sweep_module()
+    code = "import subprocess, sys, time; x = bytearray(300 << 20); " \
+           "subprocess.run([sys.executable, '-c', 'import time; y = bytearray(200 << 20); time.sleep(3)'])"
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    sampler = sweep.TreePeak(proc.pid, every_s=0.2)
+    proc.wait()
+    assert sampler.stop() > (450 << 10)  # KiB: both processes' buffers, more than either alone
+    assert sweep.tree_rss_kib(proc.pid) == 0  # gone
 
 
 # ------------------------------------------------------------------------------------------- regressions

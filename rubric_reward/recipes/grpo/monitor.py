@@ -257,7 +257,7 @@ class CheckpointMonitor(TrainerCallback):
             completions, generated_s = taken
             print(f"[monitor] {label}: {len(prompts)} selection completions generated beside training "
                   f"({generated_s:.0f} s)", flush=True)
-            started -= generated_s  # the record's seconds: generation and scoring, wherever they ran
+            started = time.monotonic() - generated_s  # the record's seconds: generation and scoring, no waiting
         else:
             print(f"[monitor] {label}: generating {len(prompts)} selection completions", flush=True)
             completions = generate_responses(prompts, model=self.model, adapter=adapter,

@@ -707,14 +707,14 @@ def seeds_markdown(data: Mapping[str, Any]) -> str:
                      (f"{worst_r['benchmark']} {_signed(worst_r['difference'])}" if worst_r else "n/a"),
                      ", ".join(r["regressions"]) or "none", "; ".join(r["hacking_flags"]) or "none",
                      "final" if r.get("best_step") is None else str(r["best_step"]), _duration(r.get("wall_s")),
-                     _mb(r.get("peak_rss_kib")),
-                     str(env.get("torch_threads", "n/a"))])
+                     _peak(r), str(env.get("torch_threads", "n/a"))])
     rows.append(["pooled", _ci_text(ci, signed=True) if ci else "n/a", _p(pooled["pvalue"]),
                  f"{sum(r['improved'] for r in results)}/{sum(r['worse'] for r in results)}/"
                  f"{sum(r['tied'] for r in results)}", "", worst or "n/a", "", "",
                  "", _duration(None if any(r.get("wall_s") is None for r in results)
                                else sum(r["wall_s"] for r in results)),
-                 _mb(max((r["peak_rss_kib"] for r in results if r.get("peak_rss_kib")), default=None)), ""])
+                 _mb(max((r.get("peak_tree_rss_kib") or r["peak_rss_kib"] for r in results
+                          if r.get("peak_tree_rss_kib") or r.get("peak_rss_kib")), default=None)), ""])
     envs = {environment_line({k: v for k, v in (r.get("environment") or {}).items() if k != "seed"})
             for r in results if r.get("environment")}
     blocks = [B.Heading(1, "Seed sweep: summary"), B.Para(text),
@@ -726,8 +726,10 @@ def seeds_markdown(data: Mapping[str, Any]) -> str:
                      "identical completions tied; paired bootstrap interval; Wilcoxon signed-rank). Pooled: the "
                      "mean of the seed means with a Student t-interval over them (n - 1 degrees of freedom) and a "
                      "one-sample t-test of mean 0: the seeds are the replicates, the report prompts the same for "
-                     "all, so it speaks for the recipe's seed-to-seed variation on these prompts. Wall and peak RSS: "
-                     "the seed's whole training process (os.wait4), pooled = total and maximum. 'worse (Holm)': "
+                     "all, so it speaks for the recipe's seed-to-seed variation on these prompts. Wall: the seed's "
+                     "whole run; peak RSS: the sum over the run's processes (the side process included), sampled "
+                     "every second, or where not sampled the largest process (os.wait4, marked 'largest'); "
+                     "pooled = total and maximum. 'worse (Holm)': "
                      "instruction types and criteria significantly worse after Holm.")]
     if pooled["by_type"]:
         blocks += [B.Heading(2, "Per instruction type, over seeds"),
@@ -738,6 +740,13 @@ def seeds_markdown(data: Mapping[str, Any]) -> str:
         blocks += [B.Heading(2, "Environment"), B.Para(" ".join(sorted(envs))
                                                        + ("" if len(envs) == 1 else " (differs between seeds)"))]
     return B.render_markdown(blocks)
+
+
+def _peak(r: Mapping[str, Any]) -> str:
+    """A seed's peak RSS: the sum over its processes, or the largest process where the sum was not sampled."""
+    if r.get("peak_tree_rss_kib"):
+        return _mb(r["peak_tree_rss_kib"])
+    return _mb(r.get("peak_rss_kib")) + (" (largest)" if r.get("peak_rss_kib") else "")
 
 
 def write_seeds_summary(root: str | Path, results: Sequence[Mapping[str, Any]], *, command: str | None = None,

@@ -180,7 +180,14 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     train_seconds = time.monotonic() - started
     is_main = trainer.accelerator.is_main_process
     reward.close()
+    log.trainer = None
     del trainer
+    import gc
+
+    from ...cpu_memory import release_freed_memory
+
+    gc.collect()
+    release_freed_memory()  # training's kept heap goes back before the report loads its models
     summary = None
     if recipe.final_report and is_main:
         summary = final_report(recipe, training, model, splits, train_seconds=train_seconds, model_ref=model_ref,
