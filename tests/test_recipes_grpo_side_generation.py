@@ -234,3 +234,26 @@ def test_the_jobs_are_the_reports_own_prompts() -> None:
     assert len(jobs["ifeval"][0]) == 7 and jobs["ifeval"][1]["max_new_tokens"] == 33
     assert set(base_jobs(RecipeArguments(ifeval=False), "m", splits)) == {"report"}
     json.dumps(jobs)  # the line the child reads
+
+
+def test_a_monitor_record_logged_at_a_step_end_keeps_that_steps_own_log() -> None:
+    from transformers.trainer_callback import CallbackHandler, TrainerCallback, TrainerControl, TrainerState
+
+    from rubric_reward.recipes.grpo.run import _TrainerLog
+
+    seen = []
+
+    class Seen(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            seen.append(dict(logs))
+
+    control = TrainerControl(should_log=True)  # the step end asked for the step's log
+    trainer = SimpleNamespace(state=TrainerState(global_step=4), control=control,
+                              args=SimpleNamespace(include_num_input_tokens_seen="no"),
+                              callback_handler=CallbackHandler([Seen()], None, None, None, None))
+    log = _TrainerLog()
+    log.trainer = trainer
+    log({"monitor/mean": 0.5, "monitor/step": 0.0})
+    assert [{k: v for k, v in s.items() if k != "epoch"} for s in seen] == [
+        {"monitor/mean": 0.5, "monitor/step": 0.0}]
+    assert trainer.control.should_log  # the trainer still logs step 4's own metrics

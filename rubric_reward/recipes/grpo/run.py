@@ -37,7 +37,11 @@ class _TrainerLog:
         if self.trainer is not None:
             from transformers import Trainer
 
+            # Trainer.log clears control.should_log; called from a step-end hook that would cancel the step's own
+            # log (its metrics merged into the next step's), so the flag is put back
+            should_log = self.trainer.control.should_log
             Trainer.log(self.trainer, dict(metrics))
+            self.trainer.control.should_log = should_log
 
 
 def _has_accelerator() -> bool:
