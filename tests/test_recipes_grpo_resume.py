@@ -146,8 +146,10 @@ def fake_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.Cap
     def go(max_steps: int, resume: str | None):
         _FakeTrainer.made.clear()
         recipe = SimpleNamespace(torch_threads=1, monitor=True, final_report=False, train_order="shuffle",
-                                 shaping_rewards=None, per_criterion_rewards=False, side_generation="false")
+                                 shaping_rewards=None, per_criterion_rewards=False, side_generation="false",
+                                 generation_backend="transformers")
         training = SimpleNamespace(output_dir=str(out), save_strategy="steps", dataloader_pin_memory=False,
+                                   use_cpu=True,
                                    model_init_kwargs=None, use_vllm=False, resume_from_checkpoint=resume,
                                    max_steps=max_steps, max_completion_length=96, reward_weights=None)
         model = SimpleNamespace(dtype=None, model_name_or_path="m")

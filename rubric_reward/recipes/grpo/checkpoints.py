@@ -20,8 +20,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ResumeError", "complete_checkpoints", "incomplete_reason", "numbered_checkpoints", "resume_checkpoint",
-           "trained_steps"]
+__all__ = ["ResumeError", "adapter_sha256", "complete_checkpoints", "incomplete_reason", "numbered_checkpoints",
+           "resume_checkpoint", "trained_steps"]
 
 STATE_FILE = "trainer_state.json"
 # weight files a checkpoint may hold (an adapter under LoRA, the model otherwise), most usual first
@@ -152,3 +152,16 @@ def resume_checkpoint(value: Any, output_dir: str | Path) -> tuple[str | None, l
         raise ResumeError(f"{value} cannot be resumed: {why}{hint} (resume_from_checkpoint: true picks the newest "
                           "complete checkpoint)")
     return str(value), []
+
+
+def adapter_sha256(checkpoint: str | Path | None) -> str | None:
+    """SHA-256 of a checkpoint's adapter weights (None for no checkpoint, or one without adapter weights)."""
+    if checkpoint is None:
+        return None
+    import hashlib
+
+    for name in ("adapter_model.safetensors", "adapter_model.bin"):
+        path = Path(checkpoint) / name
+        if path.is_file():
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+    return None

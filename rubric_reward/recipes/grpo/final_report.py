@@ -98,11 +98,14 @@ def _generate(recipe: RecipeArguments, model: str, prompts: list[Any], adapter: 
     return generate_responses(prompts, model=model, adapter=adapter, keep_think=keep_think, **kwargs)
 
 
-def _ifeval_job(recipe: RecipeArguments) -> tuple[list[Any], list[Any], dict[str, Any]]:
-    """The IFEval rows of the report, their prompts and the generation arguments."""
-    rows = ifeval_rows(recipe, recipe.ifeval_seed)
-    return rows, [r.prompt for r in rows], generation_kwargs(recipe, recipe.ifeval_max_new_tokens
-                                                             or recipe.eval_max_new_tokens)
+def _ifeval_max_new_tokens(recipe: RecipeArguments) -> int:
+    return recipe.ifeval_max_new_tokens or recipe.eval_max_new_tokens
+
+
+def _ifeval_job(recipe: RecipeArguments) -> tuple[list[Any], dict[str, Any]]:
+    """The report's IFEval prompts and their generation arguments."""
+    return ([r.prompt for r in ifeval_rows(recipe, recipe.ifeval_seed)],
+            generation_kwargs(recipe, _ifeval_max_new_tokens(recipe)))
 
 
 def base_jobs(recipe: RecipeArguments, model: str, splits: Any) -> dict[str, tuple[list[Any], dict[str, Any]]]:
@@ -110,7 +113,7 @@ def base_jobs(recipe: RecipeArguments, model: str, splits: Any) -> dict[str, tup
     what :mod:`.side_generation` can generate beside training."""
     jobs = {"report": ([r["prompt"] for r in splits.report], generation_kwargs(recipe))}
     if recipe.ifeval:
-        jobs["ifeval"] = _ifeval_job(recipe)[1:]
+        jobs["ifeval"] = _ifeval_job(recipe)
     return {name: job for name, job in jobs.items() if job[0]}
 
 
@@ -140,7 +143,7 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
     metric = judge_reward.config.reward
     print(f"[report] base vs best (step {best_info.get('step')}) on {len(rows)} report prompts", flush=True)
     if side is not None and recipe.ifeval:
-        side.submit("ifeval-trained", base_model, *_ifeval_job(recipe)[1:], adapter=adapter)
+        side.submit("ifeval-trained", base_model, *_ifeval_job(recipe), adapter=adapter)
     texts = {"base": _generate(recipe, base_model, prompts, None, side=side, job="report"),
              "best": _generate(recipe, base_model, prompts, adapter)}
     judges = {"judge": judge_reward}
@@ -209,7 +212,7 @@ def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: 
 
     rows = ifeval_rows(recipe, seed)
     print(f"[report] IFEval transfer on {len(rows)} prompts", flush=True)
-    max_new = recipe.ifeval_max_new_tokens or recipe.eval_max_new_tokens
+    max_new = _ifeval_max_new_tokens(recipe)
     systems = {}
     for name, ad, job in (("base", None, "ifeval"), ("trained", adapter, "ifeval-trained")):
         texts = _generate(recipe, model, [r.prompt for r in rows], ad, max_new, side=side, job=job)

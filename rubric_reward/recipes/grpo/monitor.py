@@ -46,7 +46,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from .checkpoints import complete_checkpoints
+from .checkpoints import adapter_sha256, complete_checkpoints
 from .comparison import best_record, passed_over
 
 __all__ = ["CheckpointMonitor", "MonitorRecord", "best_record", "checkpoints_looked_at", "read_records", "score_values",
@@ -338,7 +338,7 @@ class CheckpointMonitor(TrainerCallback):
             mean_length_tokens=sum(lengths) / len(lengths) if lengths else 0.0,
             judge_cost=float(cost), judge_calls=int(round(calls)), seconds=round(seconds, 2),
             completions=str(completions_file.relative_to(self.output_dir)), metric=self.metric,
-            extra={"adapter_sha256": _adapter_sha(checkpoint), **watch},
+            extra={"adapter_sha256": adapter_sha256(checkpoint), **watch},
         ).to_dict()
 
     def _token_lengths(self, texts: list[str]) -> list[int]:
@@ -414,19 +414,6 @@ def token_lengths(model: str, texts: Sequence[str]) -> list[int]:
     """Completion lengths in the policy's tokens (no special tokens)."""
     tokenizer = _tokenizer(model)
     return [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
-
-
-def _adapter_sha(checkpoint: str | Path | None) -> str | None:
-    """SHA-256 of the adapter weights the completions were generated with (None for the base model)."""
-    if checkpoint is None:
-        return None
-    import hashlib
-
-    for name in ("adapter_model.safetensors", "adapter_model.bin"):
-        path = Path(checkpoint) / name
-        if path.is_file():
-            return hashlib.sha256(path.read_bytes()).hexdigest()
-    return None
 
 
 def _torch_threads() -> int:

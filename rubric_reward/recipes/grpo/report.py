@@ -713,8 +713,7 @@ def seeds_markdown(data: Mapping[str, Any]) -> str:
                  f"{sum(r['tied'] for r in results)}", "", worst or "n/a", "", "",
                  "", _duration(None if any(r.get("wall_s") is None for r in results)
                                else sum(r["wall_s"] for r in results)),
-                 _mb(max((r.get("peak_tree_rss_kib") or r["peak_rss_kib"] for r in results
-                          if r.get("peak_tree_rss_kib") or r.get("peak_rss_kib")), default=None)), ""])
+                 _mb(max((k for k in map(_peak_kib, results) if k), default=None)), ""])
     envs = {environment_line({k: v for k, v in (r.get("environment") or {}).items() if k != "seed"})
             for r in results if r.get("environment")}
     blocks = [B.Heading(1, "Seed sweep: summary"), B.Para(text),
@@ -742,11 +741,13 @@ def seeds_markdown(data: Mapping[str, Any]) -> str:
     return B.render_markdown(blocks)
 
 
-def _peak(r: Mapping[str, Any]) -> str:
+def _peak_kib(r: Mapping[str, Any]) -> Any:
     """A seed's peak RSS: the sum over its processes, or the largest process where the sum was not sampled."""
-    if r.get("peak_tree_rss_kib"):
-        return _mb(r["peak_tree_rss_kib"])
-    return _mb(r.get("peak_rss_kib")) + (" (largest)" if r.get("peak_rss_kib") else "")
+    return r.get("peak_tree_rss_kib") or r.get("peak_rss_kib")
+
+
+def _peak(r: Mapping[str, Any]) -> str:
+    return _mb(_peak_kib(r)) + (" (largest)" if not r.get("peak_tree_rss_kib") and r.get("peak_rss_kib") else "")
 
 
 def write_seeds_summary(root: str | Path, results: Sequence[Mapping[str, Any]], *, command: str | None = None,

@@ -94,7 +94,7 @@ def _start_side(recipe: RecipeArguments, training: Any, model: Any, splits: Any,
     from ...threads import available_cpus
     from . import side_generation
 
-    if recipe.side_generation == "false" or not ((recipe.final_report or recipe.monitor) and is_main_process()):
+    if not ((recipe.final_report or recipe.monitor) and is_main_process()):
         return None
     on_cpu = bool(training.use_cpu) or not _has_accelerator()
     if not side_generation.wanted(recipe.side_generation, backend=recipe.generation_backend, on_cpu=on_cpu,

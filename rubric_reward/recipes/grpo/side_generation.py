@@ -31,29 +31,20 @@ from pathlib import Path
 from typing import Any
 
 from ...journal import write_atomic
+from .checkpoints import adapter_sha256
 from .ranks import say
 
 __all__ = ["SideGenerator", "job_key", "wanted"]
 
 DIR = "side_generation"
-_ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
-
-
-def _adapter_hash(adapter: str | Path | None) -> str | None:
-    if adapter is None:
-        return None
-    for name in _ADAPTER_WEIGHTS:
-        path = Path(adapter) / name
-        if path.is_file():
-            return hashlib.sha256(path.read_bytes()).hexdigest()
-    return f"missing:{adapter}"
 
 
 def job_key(model: str, prompts: Sequence[Any], kwargs: Mapping[str, Any], threads: int,
             adapter: str | Path | None = None) -> str:
     """What a job's texts depend on, hashed: the model, the adapter's weights, the prompts, the generation
     arguments and torch's threads."""
-    blob = json.dumps({"model": model, "adapter": _adapter_hash(adapter), "prompts": list(prompts),
+    blob = json.dumps({"model": model, "adapter": None if adapter is None else str(adapter),
+                       "adapter_sha256": adapter_sha256(adapter), "prompts": list(prompts),
                        "kwargs": dict(kwargs), "threads": threads},
                       sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -112,8 +103,9 @@ class SideGenerator:
             return True
         if not self.alive:
             return False
-        line = json.dumps({"name": name, "key": key, "dir": str(self.out_dir), "model": model, "prompts": list(prompts),
-                           "kwargs": dict(kwargs), "adapter": None if adapter is None else str(adapter)},
+        line = json.dumps({"name": name, "key": key, "dir": str(self.out_dir), "model": model,
+                           "prompts": list(prompts), "kwargs": dict(kwargs),
+                           "adapter": None if adapter is None else str(adapter)},
                           ensure_ascii=False, default=str)
         try:
             self.process.stdin.write(line.encode() + b"\n")
