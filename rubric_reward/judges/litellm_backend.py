@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
 import time
 from typing import Any
@@ -106,6 +107,9 @@ class LiteLLMBackend:
 
     async def aclose(self) -> None:
         """litellm owns its HTTP clients; drain and stop its logging worker if it is bound to this loop."""
+        # Never litellm's first import: it would fetch the cost map online (a stand-in litellm in tests).
+        if "litellm" not in sys.modules:
+            return
         try:
             from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER as worker
         except ImportError:
