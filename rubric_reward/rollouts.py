@@ -28,7 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["BACKENDS", "VLLM_INSTALL_HINT", "Prompt", "generate_responses", "strip_think", "to_messages"]
+__all__ = ["BACKENDS", "VLLM_INSTALL_HINT", "Prompt", "generate_responses", "greedy_batch_order", "strip_think",
+           "to_messages"]
 
 from .models import resolve_model as _resolve  # hub ids, local folders, the bundled default model
 from .progress import Progress
@@ -100,7 +101,7 @@ def generate_responses(
 def _load_transformers(model: str, adapter: str | None, merge: bool, dtype: str | None = None) -> tuple[Any, Any]:
     try:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
     except ImportError as exc:
         raise ImportError(f"the transformers backend needs torch and transformers: {_TRAIN_HINT}") from exc
     path = _resolve(model)
@@ -111,7 +112,6 @@ def _load_transformers(model: str, adapter: str | None, merge: bool, dtype: str 
         lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, resolve_dtype(dtype, device)))
     except (OSError, ValueError) as exc:
         raise RuntimeError(f"could not load model {model!r} from {path}: {exc}") from exc
-    tokenizer_source = path
     if adapter is not None:
         try:
             from peft import PeftModel
@@ -124,13 +124,35 @@ def _load_transformers(model: str, adapter: str | None, merge: bool, dtype: str 
             raise RuntimeError(f"could not load LoRA adapter {adapter!r} ({where}): {exc}") from exc
         if merge:
             lm = lm.merge_and_unload()
-        if (Path(adapter) / "tokenizer_config.json").is_file():
-            tokenizer_source = adapter
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    return lm.to(device).eval(), _load_tokenizer(path, adapter)
+
+
+def _load_tokenizer(path: str, adapter: str | None) -> Any:
+    from transformers import AutoTokenizer
+
+    has_own = adapter is not None and (Path(adapter) / "tokenizer_config.json").is_file()
+    tokenizer = AutoTokenizer.from_pretrained(adapter if has_own else path)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return lm.to(device).eval(), tokenizer
+    return tokenizer
+
+
+def _length_order(tok: Any, conversations: list[list[dict[str, Any]]], model: str) -> tuple[list[str], list[int]]:
+    """The rendered prompts and the batching order: longest first (similar lengths share a batch), ties in input
+    order."""
+    if not getattr(tok, "chat_template", None):
+        raise ValueError(f"the tokenizer of {model!r} has no chat template")
+    # apply_chat_template(return_tensors=...) returns a BatchEncoding in transformers 5: render, then tokenize.
+    texts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
+    lengths = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    return texts, sorted(range(len(texts)), key=lambda i: -lengths[i])
+
+
+def greedy_batch_order(prompts: Sequence[Prompt], *, model: str, adapter: str | None = None) -> list[int]:
+    """The order in which the transformers backend batches ``prompts``. Cut at a multiple of the batch size, the
+    two parts (each kept in this order) generate in the very batches of one call, and so give its texts."""
+    return _length_order(_load_tokenizer(_resolve(model), adapter), [to_messages(p) for p in prompts], model)[1]
 
 
 def _eos_ids(lm: Any, tokenizer: Any) -> list[int]:
@@ -163,12 +185,7 @@ def _greedy_batches(lm: Any, tok: Any, conversations: list[list[dict[str, Any]]]
                     batch_size: int, progress: bool) -> list[str]:
     import torch
 
-    if not getattr(tok, "chat_template", None):
-        raise ValueError(f"the tokenizer of {model!r} has no chat template")
-    # apply_chat_template(return_tensors=...) returns a BatchEncoding in transformers 5: render, then tokenize.
-    texts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
-    lengths = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
-    order = sorted(range(len(texts)), key=lambda i: -lengths[i])  # similar lengths share a batch
+    texts, order = _length_order(tok, conversations, model)
     eos = _eos_ids(lm, tok)
     out: list[str] = [""] * len(texts)
     with Progress("generating", len(texts), enabled=progress) as bar:

@@ -257,3 +257,39 @@ def test_a_monitor_record_logged_at_a_step_end_keeps_that_steps_own_log() -> Non
     assert [{k: v for k, v in s.items() if k != "epoch"} for s in seen] == [
         {"monitor/mean": 0.5, "monitor/step": 0.0}]
     assert trainer.control.should_log  # the trainer still logs step 4's own metrics
+
+
+def test_the_side_process_shares_the_best_report_in_the_batches_of_one_call(tmp_path: Path, tiny_model: Path,
+                                                                            adapter: Path) -> None:
+    """The report's best-checkpoint completions: the last batches beside, the rest here, the same texts."""
+    import torch
+
+    from rubric_reward.recipes.grpo.arguments import RecipeArguments
+    from rubric_reward.recipes.grpo.builders import generation_kwargs
+    from rubric_reward.recipes.grpo.final_report import _generate_shared, side_batches
+
+    assert [side_batches(240, 40, 60), side_batches(140, 40, 60), side_batches(40, 40), side_batches(8, 2)] == \
+        [2, 1, 0, 2]
+    # prompts of different lengths in no order, so the batching order is not the input order
+    prompts = [[{"role": "user", "content": "Say" + " something about it" * (i * 3 % 7) + f" {i}."}]
+               for i in range(8)]
+    recipe = RecipeArguments(eval_max_new_tokens=6, eval_batch_size=2, eval_dtype="auto")
+    assert generation_kwargs(recipe) == KWARGS
+    model = str(tiny_model)
+    one_call = _here(tiny_model, prompts, adapter)
+    side = SideGenerator.start(tmp_path, threads=1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        then = ("after", PROMPTS[:3], KWARGS)
+        assert _generate_shared(recipe, model, prompts, str(adapter), side, "best-tail", then) == one_call
+        tail = json.loads((tmp_path / side_generation.DIR / "best-tail.json").read_text())["texts"]
+        assert len(tail) == 2 and set(tail) <= set(one_call)  # one batch of four (three prompts queued after it)
+        assert side.take("after", model, PROMPTS[:3], KWARGS, str(adapter), threads=1)[0] == \
+            _here(tiny_model, PROMPTS[:3], adapter)
+        side.process.kill()
+        side.process.wait()
+        assert _generate_shared(recipe, model, prompts, str(adapter), side, "best-tail-2", then) == one_call
+    finally:
+        torch.set_num_threads(threads)
+        side.close()

@@ -98,6 +98,43 @@ def _generate(recipe: RecipeArguments, model: str, prompts: list[Any], adapter: 
     return generate_responses(prompts, model=model, adapter=adapter, keep_think=keep_think, **kwargs)
 
 
+def side_batches(n_prompts: int, batch_size: int, queued_after: int = 0) -> int:
+    """How many of ``n_prompts``' last batches the side process generates while this process generates the rest,
+    when ``queued_after`` more prompts wait for the side process after them: the two finish about together."""
+    batches = -(-n_prompts // batch_size)
+    return max(0, (batches - -(-queued_after // batch_size)) // 2)
+
+
+def _generate_shared(recipe: RecipeArguments, model: str, prompts: list[Any], adapter: str, side: Any, job: str,
+                     then: tuple[str, list[Any], dict[str, Any]] | None = None) -> list[str]:
+    """Greedy completions of ``prompts``: the last batches as job ``job`` of the side process (``then`` queued
+    after it), the others here, at the same time. Cut at a batch boundary of the batching order, so the batches
+    and texts are those of one call; without a side process, or for a side job that failed, generated here."""
+    from ...rollouts import greedy_batch_order
+
+    kwargs = generation_kwargs(recipe)
+    share = 0
+    if side is not None and side.alive and recipe.generation_backend == "transformers":
+        share = side_batches(len(prompts), recipe.eval_batch_size, len(then[1]) if then else 0)
+    cut = max(len(prompts) - share * recipe.eval_batch_size, 0)
+    cut += (-cut) % recipe.eval_batch_size  # the last batch may be short: keep the full ones here
+    if share == 0 or cut >= len(prompts):
+        if then is not None and side is not None:
+            side.submit(then[0], model, *then[1:], adapter=adapter)
+        return _generate(recipe, model, prompts, adapter)
+    order = greedy_batch_order(prompts, model=model, adapter=adapter)
+    tail = [prompts[i] for i in order[cut:]]
+    side.submit(job, model, tail, kwargs, adapter=adapter)
+    if then is not None:
+        side.submit(then[0], model, *then[1:], adapter=adapter)
+    texts = _generate(recipe, model, [prompts[i] for i in order[:cut]], adapter)
+    texts += _generate(recipe, model, tail, adapter, side=side, job=job)
+    out = [""] * len(prompts)
+    for i, text in zip(order, texts, strict=True):
+        out[i] = text
+    return out
+
+
 def _ifeval_max_new_tokens(recipe: RecipeArguments) -> int:
     return recipe.ifeval_max_new_tokens or recipe.eval_max_new_tokens
 
@@ -121,7 +158,8 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
                  train_seconds: float | None = None, model_ref: str | None = None, side: Any = None) -> Path:
     """Base vs best on the report split (training judge, optional second judge), IFEval; write the summary.
     ``side``: a :class:`~.side_generation.SideGenerator`; it has the base model's completions, and generates the
-    best checkpoint's IFEval completions while the best checkpoint's report completions are generated here."""
+    last batches of the best checkpoint's report completions, then its IFEval completions, while the other
+    report batches are generated here."""
     from ...journal import write_atomic
     from . import report as report_module
     from .comparison import PERFECT
@@ -142,10 +180,9 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
     judge_reward = build_monitor_reward(recipe)
     metric = judge_reward.config.reward
     print(f"[report] base vs best (step {best_info.get('step')}) on {len(rows)} report prompts", flush=True)
-    if side is not None and recipe.ifeval:
-        side.submit("ifeval-trained", base_model, *_ifeval_job(recipe), adapter=adapter)
+    then = ("ifeval-trained", *_ifeval_job(recipe)) if recipe.ifeval else None
     texts = {"base": _generate(recipe, base_model, prompts, None, side=side, job="report"),
-             "best": _generate(recipe, base_model, prompts, adapter)}
+             "best": _generate_shared(recipe, base_model, prompts, adapter, side, "report-best", then)}
     judges = {"judge": judge_reward}
     if has_second_judge(recipe):
         judges["second_judge"] = build_second_reward(recipe)
