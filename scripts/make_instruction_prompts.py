@@ -56,6 +56,16 @@ TOPICS = [
     ("Explain what makes music enjoyable.", "music"), ("Describe a farm.", "farm"),
     ("Explain how the wind is made.", "wind"), ("Describe a birthday party.", "birthday"),
     ("Give tips for staying calm.", "calm"), ("Explain why the sun is hot.", "sun"),
+    ("Describe a quiet village.", "village"), ("Explain how a clock keeps time.", "clock"),
+    ("Give advice for planting a tree.", "planting"), ("Describe a desert at noon.", "desert"),
+    ("Explain why bridges are built.", "bridges"), ("Describe a school playground.", "playground"),
+    ("Give tips for riding a horse.", "horse"), ("Explain how a kite stays up.", "kite"),
+    ("Describe a fishing boat.", "boat"), ("Explain why cheese smells strong.", "cheese"),
+    ("Describe an airport before dawn.", "airport"), ("Give advice for painting a wall.", "paint"),
+    ("Explain how an island forms.", "island"), ("Describe a long country road.", "road"),
+    ("Explain why frogs live near ponds.", "frogs"), ("Describe a bakery.", "bakery"),
+    ("Give tips for hiking safely.", "hiking"), ("Explain how a camera takes a photo.", "camera"),
+    ("Describe a lake at sunset.", "lake"), ("Explain why apples fall from trees.", "apples"),
 ]
 
 # instruction type -> (instruction text, the IFEval check, its kwargs, the instruction's own phrase[, its example]).

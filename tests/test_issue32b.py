@@ -42,7 +42,8 @@ def _jsonl(path):
 def test_a_rubric_of_checks_only_is_never_flagged():
     """The GRPO offline default's rubrics are programmatic checks: nothing to persuade, so nothing is flagged
     and a flag-shaped response gets exactly the reward its checks give."""
-    row = _jsonl(ROOT / "rubric_reward" / "data" / "instructions" / "prompts.jsonl")[0]
+    row = next(r for r in _jsonl(ROOT / "rubric_reward" / "data" / "instructions" / "prompts.jsonl")
+               if r["id"] == "tea-fewer_words")
     rubric = Rubric.from_obj(row["rubric"])
     assert not rubric.judged
     attacked = TEA + ATTACK
