@@ -115,6 +115,16 @@ def test_generating_in_a_training_process_leaves_its_random_stream(tiny_model: P
     assert torch.equal(torch.get_rng_state(), before)
 
 
+def test_an_adapter_is_generated_with_unfrozen_weights_on_a_cpu(tiny_model: Path, adapter: Path) -> None:
+    """A PEFT load freezes the weights; frozen bfloat16 weights took a CPU path that peaked 1.7 GB higher at 40
+    prompts per batch (docs/performance.md), so generation unfreezes them (it runs under inference_mode)."""
+    from rubric_reward.rollouts import _load_transformers
+
+    for merge in (True, False):
+        lm, _ = _load_transformers(str(tiny_model), str(adapter), merge, "auto")
+        assert all(p.requires_grad for p in lm.parameters())
+
+
 class _Reward:
     """Scores a completion by its length (checks only: no judge), as ``RubricReward.score_batch`` returns."""
 
@@ -181,6 +191,49 @@ def test_the_monitor_scores_checkpoints_generated_beside_training(tmp_path: Path
         name = f"monitor/step-{step:05d}.jsonl"
         assert (tmp_path / "beside" / name).read_text() == (tmp_path / "here" / name).read_text()
     assert json.loads((tmp_path / "beside" / "best" / "best.json").read_text())["step"] in (2, 4)
+
+
+def test_a_new_best_while_training_goes_on_is_announced_and_its_report_taken_ahead(tmp_path: Path, tiny_model: Path,
+                                                                                   adapter: Path) -> None:
+    """The monitor calls ``on_best`` for a best found while training goes on (not after it); the report takes
+    that checkpoint's report completions from the side process only for the very job, else generates them."""
+    import torch
+
+    from rubric_reward.recipes.grpo.arguments import RecipeArguments
+    from rubric_reward.recipes.grpo.final_report import _generated_ahead, best_report_job
+
+    _checkpoints(tmp_path, adapter, steps=(2,))
+    checkpoint = tmp_path / "checkpoint-2"
+    args = SimpleNamespace(output_dir=str(tmp_path), save_total_limit=None)
+    state = SimpleNamespace(is_world_process_zero=True, global_step=2)
+    announced = []
+    monitor = _monitor(tmp_path, tiny_model)
+    monitor.on_best = lambda step, folder: announced.append((step, folder))
+    monitor.on_train_begin(args, state, None)  # scores the base model and checkpoint-2 here
+    assert announced == [(2, checkpoint)]
+    (tmp_path / "after").mkdir()
+    after = _monitor(tmp_path / "after", tiny_model)
+    after.on_best = lambda step, folder: announced.append((step, folder))
+    after.on_train_end(args, state, None)
+    after.evaluate(2, checkpoint, state)  # a best found once training is over: the report makes it at once
+    assert announced == [(2, checkpoint)]
+
+    recipe = RecipeArguments(eval_max_new_tokens=6, eval_batch_size=2, eval_dtype="auto")
+    model, info = str(tiny_model), {"step": 2, "checkpoint": str(checkpoint)}
+    side = SideGenerator.start(tmp_path / "side", threads=1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert _generated_ahead(recipe, model, PROMPTS, info, side) is None  # never queued
+        side.submit(best_report_job(2), model, PROMPTS, KWARGS, checkpoint)
+        assert _generated_ahead(recipe, model, PROMPTS, info, side) == _here(tiny_model, adapter=adapter)
+        assert _generated_ahead(recipe, model, PROMPTS[:2], info, side) is None  # other prompts
+        assert _generated_ahead(recipe, model, PROMPTS, {"step": None, "checkpoint": str(tmp_path)}, side) is None
+        (checkpoint / "adapter_model.safetensors").write_bytes(b"other weights")
+        assert _generated_ahead(recipe, model, PROMPTS, info, side) is None  # not these weights
+    finally:
+        torch.set_num_threads(threads)
+        side.close()
 
 
 def test_the_monitor_scores_at_the_save_when_it_may_stop_training_or_rotation_may_delete(tmp_path: Path) -> None:

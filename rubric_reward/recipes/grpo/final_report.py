@@ -135,6 +135,30 @@ def _generate_shared(recipe: RecipeArguments, model: str, prompts: list[Any], ad
     return out
 
 
+def best_report_job(step: int) -> str:
+    """The side-process job of checkpoint ``step``'s report completions, queued while training goes on when the
+    checkpoint became the best so far (so the report of a best that is not the last checkpoint is ready)."""
+    return f"report-step-{step:05d}"
+
+
+def _generated_ahead(recipe: RecipeArguments, model: str, prompts: list[Any], best_info: Mapping[str, Any],
+                     side: Any) -> list[str] | None:
+    """The best checkpoint's report completions if the side process generated them from that very checkpoint's
+    weights while training went on (waiting for it if it is still at them), else None."""
+    import torch
+
+    step, checkpoint = best_info.get("step"), best_info.get("checkpoint")
+    if side is None or step is None or not checkpoint:
+        return None
+    taken = side.take(best_report_job(int(step)), model, prompts, generation_kwargs(recipe), str(checkpoint),
+                      threads=torch.get_num_threads())
+    if taken is None:
+        return None
+    print(f"[report] best (step {step}): {len(prompts)} report completions generated beside training "
+          f"({taken[1]:.0f} s)", flush=True)
+    return taken[0]
+
+
 def _ifeval_max_new_tokens(recipe: RecipeArguments) -> int:
     return recipe.ifeval_max_new_tokens or recipe.eval_max_new_tokens
 
@@ -157,9 +181,9 @@ def base_jobs(recipe: RecipeArguments, model: str, splits: Any) -> dict[str, tup
 def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any, *,
                  train_seconds: float | None = None, model_ref: str | None = None, side: Any = None) -> Path:
     """Base vs best on the report split (training judge, optional second judge), IFEval; write the summary.
-    ``side``: a :class:`~.side_generation.SideGenerator`; it has the base model's completions, and generates the
-    last batches of the best checkpoint's report completions, then its IFEval completions, while the other
-    report batches are generated here."""
+    ``side``: a :class:`~.side_generation.SideGenerator`; it has the base model's completions, and the best
+    checkpoint's report completions when it became the best while training went on; else it generates their last
+    batches while the others are generated here. Then it generates the best checkpoint's IFEval completions."""
     from ...journal import write_atomic
     from . import report as report_module
     from .comparison import PERFECT
@@ -181,8 +205,14 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
     metric = judge_reward.config.reward
     print(f"[report] base vs best (step {best_info.get('step')}) on {len(rows)} report prompts", flush=True)
     then = ("ifeval-trained", *_ifeval_job(recipe)) if recipe.ifeval else None
-    texts = {"base": _generate(recipe, base_model, prompts, None, side=side, job="report"),
-             "best": _generate_shared(recipe, base_model, prompts, adapter, side, "report-best", then)}
+    texts = {"base": _generate(recipe, base_model, prompts, None, side=side, job="report")}
+    ahead = _generated_ahead(recipe, base_model, prompts, best_info, side)
+    if ahead is None:
+        texts["best"] = _generate_shared(recipe, base_model, prompts, adapter, side, "report-best", then)
+    else:
+        if then is not None:
+            side.submit(then[0], base_model, *then[1:], adapter=adapter)
+        texts["best"] = ahead
     judges = {"judge": judge_reward}
     if has_second_judge(recipe):
         judges["second_judge"] = build_second_reward(recipe)

@@ -161,6 +161,10 @@ class CheckpointMonitor(TrainerCallback):
         self.watch = WatchConfig.coerce(watch)
         self.side = side
         self._pending: dict[int, Path | None] = {}  # step -> checkpoint, generating in the side process
+        # called with (step, checkpoint folder) when best/ takes a new checkpoint while training goes on: the
+        # recipe queues that checkpoint's report completions in the side process
+        self.on_best: Callable[[int, Path], Any] | None = None
+        self._training = True
 
     # ------------------------------------------------------------------ files
     @property
@@ -211,6 +215,7 @@ class CheckpointMonitor(TrainerCallback):
             control.should_training_stop = True
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._training = False  # a best found now is reported at once: nothing to get ahead with
         if state.is_world_process_zero:
             self._collect(state, wait=True)
         _barrier()
@@ -384,6 +389,8 @@ class CheckpointMonitor(TrainerCallback):
         os.replace(tmp, target)
         print(f"[monitor] best/ <- checkpoint-{best['step']} (selection mean {best['mean']:.3f}"
               + (f"; passed over flagged step(s) {', '.join(map(str, passed))}" if passed else "") + ")", flush=True)
+        if self.on_best is not None and self._training:
+            self.on_best(int(best["step"]), source)
 
     def _log(self, record: dict[str, Any], state: Any) -> None:
         metrics = {f"monitor/{k}": float(record[k]) for k in

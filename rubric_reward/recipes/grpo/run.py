@@ -114,6 +114,24 @@ def _start_side(recipe: RecipeArguments, training: Any, model: Any, splits: Any,
     return side
 
 
+def _report_ahead(recipe: RecipeArguments, model: Any, splits: Any, side: Any) -> Any:
+    """The monitor's ``on_best``: queue a new best checkpoint's report completions in the side process, so that
+    the report of a best that is not the last checkpoint finds them generated."""
+    from ...models import resolve_model
+    from .final_report import base_jobs, best_report_job
+
+    policy = resolve_model(model.model_name_or_path)  # the path the report generates with
+    job = base_jobs(recipe, policy, splits).get("report")
+    if job is None:
+        return None
+    prompts, kwargs = job
+
+    def queue(step: int, checkpoint: Path) -> None:
+        side.submit(best_report_job(step), policy, prompts, kwargs, checkpoint)
+
+    return queue
+
+
 def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = None) -> Path | None:
     """Train, monitor and report (see the module docstring); return the summary path (main process).
     ``splits``: the data as :func:`load_splits` loaded it (loaded here when None)."""
@@ -144,6 +162,8 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     if recipe.monitor:
         monitor = build_monitor(recipe, training, model, splits.selection, reward)
         monitor.log, monitor.side = log, side
+        if side is not None and recipe.final_report:
+            monitor.on_best = _report_ahead(recipe, model, splits, side)
         callbacks.append(monitor)
     if training.dataloader_pin_memory and not _has_accelerator():
         training.dataloader_pin_memory = False  # pinned memory needs an accelerator; torch warns at every epoch
