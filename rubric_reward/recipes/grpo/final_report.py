@@ -112,21 +112,19 @@ def _generate_shared(recipe: RecipeArguments, model: str, prompts: list[Any], ad
     and texts are those of one call; without a side process, or for a side job that failed, generated here."""
     from ...rollouts import greedy_batch_order
 
-    kwargs = generation_kwargs(recipe)
     share = 0
     if side is not None and side.alive and recipe.generation_backend == "transformers":
         share = side_batches(len(prompts), recipe.eval_batch_size, len(then[1]) if then else 0)
-    cut = max(len(prompts) - share * recipe.eval_batch_size, 0)
+    cut = len(prompts) - share * recipe.eval_batch_size
     cut += (-cut) % recipe.eval_batch_size  # the last batch may be short: keep the full ones here
-    if share == 0 or cut >= len(prompts):
-        if then is not None and side is not None:
-            side.submit(then[0], model, *then[1:], adapter=adapter)
-        return _generate(recipe, model, prompts, adapter)
-    order = greedy_batch_order(prompts, model=model, adapter=adapter)
-    tail = [prompts[i] for i in order[cut:]]
-    side.submit(job, model, tail, kwargs, adapter=adapter)
-    if then is not None:
+    order = greedy_batch_order(prompts, model=model, adapter=adapter) if cut < len(prompts) else None
+    tail = [] if order is None else [prompts[i] for i in order[cut:]]
+    if tail:
+        side.submit(job, model, tail, generation_kwargs(recipe), adapter=adapter)
+    if then is not None and side is not None:
         side.submit(then[0], model, *then[1:], adapter=adapter)
+    if not tail:
+        return _generate(recipe, model, prompts, adapter)
     texts = _generate(recipe, model, [prompts[i] for i in order[:cut]], adapter)
     texts += _generate(recipe, model, tail, adapter, side=side, job=job)
     out = [""] * len(prompts)
