@@ -67,13 +67,16 @@ def generate_responses(
     api_key: str | None = None,
     timeout_s: float = 600.0,
     dtype: str | None = None,
+    until: Callable[[], bool] | None = None,
 ) -> list[str]:
     """Greedy responses to ``prompts``, in order (see the module docstring for the backends).
 
     ``batch_size`` is the generation batch (transformers) or the number of concurrent requests
     (openai); vLLM schedules its own batches. ``api_key`` is sent as a bearer token (openai only).
     ``dtype`` (transformers only): the weights' dtype; None is bfloat16 on a GPU and float32 on a CPU, ``auto``
-    also bfloat16 on a CPU with bfloat16 kernels (the local judge's rule).
+    also bfloat16 on a CPU with bfloat16 kernels (the local judge's rule). ``until`` (transformers only): asked
+    before each batch; once it answers True the prompts not generated yet come back as None, and generating them
+    later in one call gives the texts this call would have (the batches end at a boundary of one call's order).
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -84,7 +87,7 @@ def generate_responses(
         return []
     if backend == "transformers":
         texts = _generate_transformers(conversations, model, adapter, max_new_tokens, batch_size, progress,
-                                       merge_adapter, dtype)
+                                       merge_adapter, dtype, until)
     elif backend == "vllm":
         texts = _generate_vllm(conversations, model, adapter, max_new_tokens, seed, progress)
     else:
@@ -92,7 +95,7 @@ def generate_responses(
             raise ValueError("the openai backend needs base_url (e.g. http://127.0.0.1:8000/v1)")
         texts = _generate_openai(conversations, adapter or model, base_url, max_new_tokens, batch_size, seed,
                                  progress, api_key, timeout_s)
-    return texts if keep_think else [strip_think(t) for t in texts]
+    return texts if keep_think else [t if t is None else strip_think(t) for t in texts]
 
 
 # ------------------------------------------------------------------------------------------ transformers
@@ -170,7 +173,7 @@ def _eos_ids(lm: Any, tokenizer: Any) -> list[int]:
 
 def _generate_transformers(conversations: list[list[dict[str, Any]]], model: str, adapter: str | None,
                            max_new_tokens: int, batch_size: int, progress: bool, merge: bool,
-                           dtype: str | None = None) -> list[str]:
+                           dtype: str | None = None, until: Callable[[], bool] | None = None) -> list[str]:
     import torch
 
     from .cpu_memory import release_freed_memory
@@ -180,21 +183,23 @@ def _generate_transformers(conversations: list[list[dict[str, Any]]], model: str
     with torch.random.fork_rng():
         lm, tok = _load_transformers(model, adapter, merge, dtype)
     try:
-        return _greedy_batches(lm, tok, conversations, model, max_new_tokens, batch_size, progress)
+        return _greedy_batches(lm, tok, conversations, model, max_new_tokens, batch_size, progress, until)
     finally:
         del lm
         release_freed_memory()  # inside a training process (the monitor) the model's memory goes back
 
 
 def _greedy_batches(lm: Any, tok: Any, conversations: list[list[dict[str, Any]]], model: str, max_new_tokens: int,
-                    batch_size: int, progress: bool) -> list[str]:
+                    batch_size: int, progress: bool, until: Callable[[], bool] | None = None) -> list[str | None]:
     import torch
 
     texts, order = _length_order(tok, conversations, model)
     eos = _eos_ids(lm, tok)
-    out: list[str] = [""] * len(texts)
+    out: list[str | None] = [None] * len(texts)
     with Progress("generating", len(texts), enabled=progress) as bar:
         for start in range(0, len(order), batch_size):
+            if until is not None and until():
+                break
             batch = order[start:start + batch_size]
             enc = tok([texts[i] for i in batch], return_tensors="pt", padding=True,
                       add_special_tokens=False).to(lm.device)

@@ -346,3 +346,104 @@ def test_the_side_process_shares_the_best_report_in_the_batches_of_one_call(tmp_
     finally:
         torch.set_num_threads(threads)
         side.close()
+
+
+def _lines(*messages: dict) -> "io.BytesIO":
+    import io
+
+    return io.BytesIO(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+
+
+def test_a_job_that_yields_runs_after_the_others_and_a_cancelled_one_never_runs() -> None:
+    queue = side_generation._Queue()
+    ahead, monitor, stale = ({"name": n, "yields": y} for n, y in (("ahead", True), ("monitor", False),
+                                                                      ("stale", True)))
+    queue.read(_lines(ahead, monitor, stale, {"cancel": "stale"}))
+    assert queue.give_way(ahead)  # another job waits
+    assert [queue.next()["name"], queue.next()["name"], queue.next()] == ["monitor", "ahead", None]
+    assert not queue.give_way(ahead)
+    queue.cancelled.add("ahead")
+    assert queue.give_way(ahead)
+
+
+def test_a_job_that_gives_way_resumes_to_the_texts_of_one_call(tmp_path: Path, tiny_model: Path,
+                                                               adapter: Path) -> None:
+    """Stopped after its first batch and resumed in a second call: the texts one call gives."""
+    import torch
+
+    prompts = [[{"role": "user", "content": "Say" + " something about it" * (i * 3 % 7) + f" {i}."}]
+               for i in range(7)]
+    one_call = _here(tiny_model, prompts, adapter)
+    queue = side_generation._Queue()
+    answers = iter([False, True])  # the first batch, then another job arrives
+    queue.give_way = lambda job: next(answers, False)
+    job = {"name": "ahead", "key": "k", "dir": str(tmp_path), "model": str(tiny_model), "prompts": prompts,
+           "kwargs": KWARGS, "adapter": str(adapter), "yields": True}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert not side_generation._run_job(job, queue)
+        assert len(job["done"]) == KWARGS["batch_size"] and not (tmp_path / "ahead.json").exists()
+        assert side_generation._run_job(job, queue)
+    finally:
+        torch.set_num_threads(threads)
+    assert json.loads((tmp_path / "ahead.json").read_text())["texts"] == one_call
+
+
+def test_the_side_process_runs_a_job_that_yields_and_drops_a_cancelled_one(tmp_path: Path, tiny_model: Path,
+                                                                           adapter: Path) -> None:
+    side = SideGenerator.start(tmp_path, threads=1)
+    model = str(tiny_model)
+    try:
+        assert side.submit("ahead", model, PROMPTS, KWARGS, adapter, yields=True)
+        assert side.submit("monitor", model, PROMPTS[:2], KWARGS)
+        assert side.take("monitor", model, PROMPTS[:2], KWARGS, threads=1)[0] == _here(tiny_model, PROMPTS[:2])
+        assert side.take("ahead", model, PROMPTS, KWARGS, adapter, threads=1)[0] == \
+            _here(tiny_model, adapter=adapter)
+        assert side.submitted("ahe") == ["ahead"]
+        side.cancel("ahead")  # done already: nothing is sent, and its texts are no longer taken
+        assert side.submitted("ahe") == [] and side.take("ahead", model, PROMPTS, KWARGS, adapter, threads=1) is None
+    finally:
+        side.close()
+    assert side.process.returncode == 0
+
+
+class _Side:
+    """What the report and ``on_best`` ask of a side process, recorded."""
+
+    def __init__(self, names=()):
+        self.keys, self.calls = dict.fromkeys(names, "key"), []
+
+    def submitted(self, prefix=""):
+        return [n for n in self.keys if n.startswith(prefix)]
+
+    def cancel(self, name):
+        self.keys.pop(name, None)
+        self.calls.append(("cancel", name))
+
+    def submit(self, name, *args, yields=False, **kwargs):
+        self.keys[name] = "key"
+        self.calls.append(("submit", name, yields))
+
+    def take(self, name, *args, **kwargs):
+        self.calls.append(("take", name))
+        return None
+
+
+def test_a_new_best_replaces_the_previous_bests_report_and_the_report_cancels_the_others(tmp_path: Path) -> None:
+    from rubric_reward.recipes.grpo.arguments import RecipeArguments
+    from rubric_reward.recipes.grpo.final_report import _generated_ahead
+    from rubric_reward.recipes.grpo.run import _report_ahead
+
+    recipe = RecipeArguments(eval_max_new_tokens=6, eval_batch_size=2)
+    splits = SimpleNamespace(report=[{"prompt": p} for p in PROMPTS])
+    side = _Side(["monitor-step-00005"])
+    queue = _report_ahead(recipe, SimpleNamespace(model_name_or_path="smollm2-135m-instruct"), splits, side)
+    queue(5, tmp_path / "checkpoint-5")
+    queue(10, tmp_path / "checkpoint-10")
+    assert side.calls == [("submit", "report-step-00005", True), ("cancel", "report-step-00005"),
+                          ("submit", "report-step-00010", True)]
+    side.calls.clear()
+    _generated_ahead(recipe, "m", PROMPTS, {"step": 15, "checkpoint": str(tmp_path)}, side)  # the best came later
+    assert side.calls == [("cancel", "report-step-00010"), ("take", "report-step-00015")]
+    assert side.submitted() == ["monitor-step-00005"]  # the monitor's jobs are not the report's to cancel

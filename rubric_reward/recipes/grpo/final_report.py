@@ -133,10 +133,13 @@ def _generate_shared(recipe: RecipeArguments, model: str, prompts: list[Any], ad
     return out
 
 
+AHEAD_PREFIX = "report-step-"
+
+
 def best_report_job(step: int) -> str:
     """The side-process job of checkpoint ``step``'s report completions, queued while training goes on when the
     checkpoint became the best so far (so the report of a best that is not the last checkpoint is ready)."""
-    return f"report-step-{step:05d}"
+    return f"{AHEAD_PREFIX}{step:05d}"
 
 
 def _generated_ahead(recipe: RecipeArguments, model: str, prompts: list[Any], best_info: Mapping[str, Any],
@@ -146,7 +149,12 @@ def _generated_ahead(recipe: RecipeArguments, model: str, prompts: list[Any], be
     import torch
 
     step, checkpoint = best_info.get("step"), best_info.get("checkpoint")
-    if side is None or step is None or not checkpoint:
+    if side is None:
+        return None
+    for name in side.submitted(AHEAD_PREFIX):  # another checkpoint's: the side process is wanted for this report
+        if step is None or name != best_report_job(int(step)):
+            side.cancel(name)
+    if step is None or not checkpoint:
         return None
     taken = side.take(best_report_job(int(step)), model, prompts, generation_kwargs(recipe), str(checkpoint),
                       threads=torch.get_num_threads())

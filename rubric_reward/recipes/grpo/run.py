@@ -115,10 +115,11 @@ def _start_side(recipe: RecipeArguments, training: Any, model: Any, splits: Any,
 
 
 def _report_ahead(recipe: RecipeArguments, model: Any, splits: Any, side: Any) -> Any:
-    """The monitor's ``on_best``: queue a new best checkpoint's report completions in the side process, so that
-    the report of a best that is not the last checkpoint finds them generated."""
+    """The monitor's ``on_best``: queue a new best checkpoint's report completions in the side process (a job that
+    gives way to the monitor's, and replaces the previous best's), so that the report of a best that is not the
+    last checkpoint finds them generated."""
     from ...models import resolve_model
-    from .final_report import base_jobs, best_report_job
+    from .final_report import AHEAD_PREFIX, base_jobs, best_report_job
 
     policy = resolve_model(model.model_name_or_path)  # the path the report generates with
     job = base_jobs(recipe, policy, splits).get("report")
@@ -127,7 +128,9 @@ def _report_ahead(recipe: RecipeArguments, model: Any, splits: Any, side: Any) -
     prompts, kwargs = job
 
     def queue(step: int, checkpoint: Path) -> None:
-        side.submit(best_report_job(step), policy, prompts, kwargs, checkpoint)
+        for stale in side.submitted(AHEAD_PREFIX):  # an earlier best's report is no longer the one wanted
+            side.cancel(stale)
+        side.submit(best_report_job(step), policy, prompts, kwargs, checkpoint, yields=True)
 
     return queue
 

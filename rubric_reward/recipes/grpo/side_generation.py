@@ -7,7 +7,10 @@ generate itself, one job after another:
 * the monitor's selection completions of each saved checkpoint (training goes on; the monitor scores them when
   they are ready, :class:`~.monitor.CheckpointMonitor`);
 * the base model's report and IFEval completions, which training cannot change, and the best checkpoint's IFEval
-  completions while the report generates its report-split completions (:mod:`.final_report`).
+  completions while the report generates its report-split completions (:mod:`.final_report`);
+* speculative jobs (``yields``): a new best checkpoint's report completions while training goes on. They give way,
+  at a batch boundary, to any other job that arrives (the monitor's next checkpoint does not wait behind a report
+  that a later best may make useless), resume where they stopped, and end at once when cancelled.
 
 A job runs the caller's own call (:func:`rubric_reward.rollouts.generate_responses`) with its model, adapter,
 dtype, batches and torch threads, so the texts are the ones the caller would get (greedy decoding through the
@@ -25,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -95,20 +99,32 @@ class SideGenerator:
         return self.process is not None and self.process.poll() is None
 
     def submit(self, name: str, model: str, prompts: Sequence[Any], kwargs: Mapping[str, Any],
-               adapter: str | Path | None = None) -> bool:
-        """Queue a job (not if its file holds the same job already); False if the child is gone."""
+               adapter: str | Path | None = None, *, yields: bool = False) -> bool:
+        """Queue a job (not if its file holds the same job already); False if the child is gone. A job that
+        ``yields`` gives way to every other job at its next batch boundary."""
         key = job_key(model, prompts, kwargs, self.threads, adapter)
         self.keys[name] = key
         if (self._saved(name) or {}).get("key") == key:
             return True
+        return self._send({"name": name, "key": key, "dir": str(self.out_dir), "model": model,
+                           "prompts": list(prompts), "kwargs": dict(kwargs),
+                           "adapter": None if adapter is None else str(adapter), "yields": yields})
+
+    def cancel(self, name: str) -> None:
+        """Drop job ``name``: the child skips it, or stops it at its next batch boundary; ``take`` gives None."""
+        key = self.keys.pop(name, None)
+        if key is not None and (self._saved(name) or {}).get("key") != key:
+            self._send({"cancel": name})
+
+    def submitted(self, prefix: str = "") -> list[str]:
+        """The names of the jobs submitted (and not cancelled) that start with ``prefix``."""
+        return [name for name in self.keys if name.startswith(prefix)]
+
+    def _send(self, message: Mapping[str, Any]) -> bool:
         if not self.alive:
             return False
-        line = json.dumps({"name": name, "key": key, "dir": str(self.out_dir), "model": model,
-                           "prompts": list(prompts), "kwargs": dict(kwargs),
-                           "adapter": None if adapter is None else str(adapter)},
-                          ensure_ascii=False, default=str)
         try:
-            self.process.stdin.write(line.encode() + b"\n")
+            self.process.stdin.write(json.dumps(message, ensure_ascii=False, default=str).encode() + b"\n")
             self.process.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
             return False
@@ -156,18 +172,74 @@ class SideGenerator:
             self.process.wait()
 
 
-def _run_job(job: dict[str, Any]) -> None:
+class _Queue:
+    """The child's jobs, filled from stdin by a reader thread: cancelled ones are dropped, and a job that yields
+    runs only when no other job waits."""
+
+    def __init__(self) -> None:
+        self.jobs: list[dict[str, Any]] = []
+        self.cancelled: set[str] = set()
+        self.closed = False
+        self.changed = threading.Condition()
+
+    def read(self, stream: Any) -> None:
+        for raw in stream:
+            message = json.loads(raw)
+            with self.changed:
+                if "cancel" in message:
+                    self.cancelled.add(message["cancel"])
+                else:
+                    self.cancelled.discard(message["name"])
+                    self.jobs.append(message)
+                self.changed.notify_all()
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+
+    def next(self) -> dict[str, Any] | None:
+        """The next job to run (None: stdin is closed and nothing is left)."""
+        with self.changed:
+            while True:
+                self.jobs = [j for j in self.jobs if j["name"] not in self.cancelled]
+                if self.jobs:
+                    first = next((i for i, j in enumerate(self.jobs) if not j.get("yields")), 0)
+                    return self.jobs.pop(first)
+                if self.closed:
+                    return None
+                self.changed.wait()
+
+    def give_way(self, job: dict[str, Any]) -> bool:
+        """Whether ``job`` (one that yields) stops at this batch boundary: it was cancelled, or another job waits."""
+        with self.changed:
+            return job["name"] in self.cancelled or any(
+                not j.get("yields") and j["name"] not in self.cancelled for j in self.jobs)
+
+    def put_back(self, job: dict[str, Any]) -> None:
+        with self.changed:
+            self.jobs.insert(0, job)
+
+
+def _run_job(job: dict[str, Any], queue: _Queue | None = None) -> bool:
+    """Run ``job`` (or, for a job that yields, as much of it as it may); True when it is over."""
     from ...rollouts import generate_responses
 
     started = time.monotonic()
+    done: dict[int, str] = job.setdefault("done", {})
+    todo = [i for i in range(len(job["prompts"])) if i not in done]
+    until = (lambda: queue.give_way(job)) if queue is not None and job.get("yields") else None
     try:
-        texts = generate_responses(job["prompts"], model=job["model"], adapter=job["adapter"], progress=False,
-                                   **job["kwargs"])
-        saved = {"key": job["key"], "texts": texts, "seconds": round(time.monotonic() - started, 2)}
+        texts = generate_responses([job["prompts"][i] for i in todo], model=job["model"], adapter=job["adapter"],
+                                   progress=False, until=until, **job["kwargs"])
+        done.update((i, t) for i, t in zip(todo, texts, strict=True) if t is not None)
+        job["seconds"] = job.get("seconds", 0.0) + time.monotonic() - started
+        if len(done) < len(job["prompts"]):
+            return False  # gave way: the rest resumes in one call, at a batch boundary of the first call's order
+        saved = {"key": job["key"], "texts": [done[i] for i in range(len(done))], "seconds": round(job["seconds"], 2)}
     except Exception as exc:  # one failed job does not stop the queue; its caller generates it
         print(f"[side] {job['name']}: {type(exc).__name__}: {exc}", flush=True)
         saved = {"key": job["key"], "error": f"{type(exc).__name__}: {exc}"}
     write_atomic(Path(job["dir"]) / f"{job['name']}.json", json.dumps(saved, ensure_ascii=False))
+    return True
 
 
 def _main(threads: int) -> None:
@@ -177,8 +249,15 @@ def _main(threads: int) -> None:
         os.nice(10)  # training comes first (set here: a preexec_fn is unsafe in a threaded parent)
     prepare_environment()
     set_torch_threads(threads)
-    for raw in sys.stdin.buffer:
-        _run_job(json.loads(raw))
+    queue = _Queue()
+    threading.Thread(target=queue.read, args=(sys.stdin.buffer,), daemon=True).start()
+    while (job := queue.next()) is not None:
+        if not _run_job(job, queue):
+            if job["name"] in queue.cancelled:
+                print(f"[side] {job['name']}: cancelled after {len(job['done'])} of {len(job['prompts'])}",
+                      flush=True)
+            else:
+                queue.put_back(job)
 
 
 if __name__ == "__main__":
