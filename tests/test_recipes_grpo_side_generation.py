@@ -56,6 +56,14 @@ def _here(model: Path, prompts=PROMPTS, adapter: Path | None = None, **kwargs) -
         torch.set_num_threads(threads)
 
 
+def _finished(side: SideGenerator, *names: str) -> None:
+    """Wait until the child has written ``names`` (``take`` takes over a job the child has not started)."""
+    import time
+
+    while not all(side.ready(n) for n in names):
+        time.sleep(0.05)
+
+
 def test_the_side_process_writes_what_the_caller_would_generate(tmp_path: Path, tiny_model: Path,
                                                                  adapter: Path) -> None:
     side = SideGenerator.start(tmp_path, threads=1)
@@ -66,6 +74,7 @@ def test_the_side_process_writes_what_the_caller_would_generate(tmp_path: Path, 
         assert side.submit("short", model, PROMPTS[:2], {**KWARGS, "max_new_tokens": 4})
         here, trained = _here(tiny_model), _here(tiny_model, adapter=adapter)
         assert here != trained  # the adapter matters
+        _finished(side, "base", "trained", "short")
         assert side.take("base", model, PROMPTS, KWARGS, threads=1)[0] == here
         texts, seconds = side.take("trained", model, PROMPTS, KWARGS, adapter, threads=1)
         assert texts == trained and seconds > 0
@@ -95,6 +104,7 @@ def test_a_failed_job_leaves_the_caller_to_generate_and_the_queue_goes_on(tmp_pa
     try:
         side.submit("bad", missing, PROMPTS, KWARGS)
         side.submit("good", str(tiny_model), PROMPTS[:1], KWARGS)
+        _finished(side, "bad", "good")
         assert side.take("bad", missing, PROMPTS, KWARGS, threads=1) is None
         assert side.take("good", str(tiny_model), PROMPTS[:1], KWARGS, threads=1)[0] == _here(tiny_model, PROMPTS[:1])
     finally:
@@ -226,6 +236,7 @@ def test_a_new_best_while_training_goes_on_is_announced_and_its_report_taken_ahe
     try:
         assert _generated_ahead(recipe, model, PROMPTS, info, side) is None  # never queued
         side.submit(best_report_job(2), model, PROMPTS, KWARGS, checkpoint)
+        _finished(side, best_report_job(2))
         assert _generated_ahead(recipe, model, PROMPTS, info, side) == _here(tiny_model, adapter=adapter)
         assert _generated_ahead(recipe, model, PROMPTS[:2], info, side) is None  # other prompts
         assert _generated_ahead(recipe, model, PROMPTS, {"step": None, "checkpoint": str(tmp_path)}, side) is None
@@ -334,6 +345,8 @@ def test_the_side_process_shares_the_best_report_in_the_batches_of_one_call(tmp_
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
+        side.submit("warm", model, PROMPTS[:1], KWARGS)
+        _finished(side, "warm")  # the child is up: it starts the tail before this process is through its part
         then = ("after", PROMPTS[:3], KWARGS)
         assert _generate_shared(recipe, model, prompts, str(adapter), side, "best-tail", then) == one_call
         tail = json.loads((tmp_path / side_generation.DIR / "best-tail.json").read_text())["texts"]
@@ -397,6 +410,7 @@ def test_the_side_process_runs_a_job_that_yields_and_drops_a_cancelled_one(tmp_p
     try:
         assert side.submit("ahead", model, PROMPTS, KWARGS, adapter, yields=True)
         assert side.submit("monitor", model, PROMPTS[:2], KWARGS)
+        _finished(side, "ahead", "monitor")
         assert side.take("monitor", model, PROMPTS[:2], KWARGS, threads=1)[0] == _here(tiny_model, PROMPTS[:2])
         assert side.take("ahead", model, PROMPTS, KWARGS, adapter, threads=1)[0] == \
             _here(tiny_model, adapter=adapter)
@@ -447,3 +461,22 @@ def test_a_new_best_replaces_the_previous_bests_report_and_the_report_cancels_th
     _generated_ahead(recipe, "m", PROMPTS, {"step": 15, "checkpoint": str(tmp_path)}, side)  # the best came later
     assert side.calls == [("cancel", "report-step-00010"), ("take", "report-step-00015")]
     assert side.submitted() == ["monitor-step-00005"]  # the monitor's jobs are not the report's to cancel
+
+
+def test_a_job_the_child_has_not_started_is_taken_over_by_the_caller(tmp_path: Path, tiny_model: Path) -> None:
+    side = SideGenerator.start(tmp_path, threads=1)
+    model = str(tiny_model)
+    try:
+        side.submit("late", model, PROMPTS, KWARGS)
+        assert side.take("late", model, PROMPTS, KWARGS, threads=1) is None  # the child is still starting up
+        side.submit("after", model, PROMPTS[:1], KWARGS)
+        _finished(side, "after")
+    finally:
+        side.close()
+    folder = tmp_path / side_generation.DIR
+    assert "late: the caller generates it" in (folder / "log.txt").read_text()
+    assert not (folder / "late.json").exists() and (folder / "after.json").exists()
+    assert sorted(p.name for p in folder.glob("*.started")) == ["after.started", "late.started"]
+    again = SideGenerator.start(tmp_path, threads=1)  # a resumed run's child: the earlier claims are gone
+    again.close()
+    assert not list(folder.glob("*.started"))

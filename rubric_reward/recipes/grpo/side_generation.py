@@ -15,8 +15,9 @@ generate itself, one job after another:
 A job runs the caller's own call (:func:`rubric_reward.rollouts.generate_responses`) with its model, adapter,
 dtype, batches and torch threads, so the texts are the ones the caller would get (greedy decoding through the
 same kernels). It is keyed by everything its texts depend on (the adapter by its weights' hash); the caller takes
-the texts with :meth:`SideGenerator.take` and generates them itself when the key differs, the job failed or the
-child died. Jobs travel to the child as JSON lines on its stdin and come back as files in ``side_generation/``,
+the texts with :meth:`SideGenerator.take` and generates them itself when the key differs, the job failed, the
+child died, or the child has not started it yet (the caller would otherwise wait idle: a ``NAME.started`` file,
+created exclusively by whichever of the two comes first, decides who generates it). Jobs travel to the child as JSON lines on its stdin and come back as files in ``side_generation/``,
 so a resumed run does not generate a finished job again. The child runs at a lower priority than training, with
 an allocator that hands large blocks back when they are freed.
 """
@@ -74,6 +75,8 @@ class SideGenerator:
         """Start the child (``out_dir/side_generation``; ``threads`` torch threads, as the caller's)."""
         out = Path(out_dir) / DIR
         out.mkdir(parents=True, exist_ok=True)
+        for marker in out.glob("*.started"):  # an earlier child's claims: its jobs are done or lost
+            marker.unlink(missing_ok=True)
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
         if not any(k.startswith("MALLOC_") for k in env):
             # Generation only: glibc's own allocator with large blocks always mapped, so they go back when freed.
@@ -137,11 +140,16 @@ class SideGenerator:
 
     def take(self, name: str, model: str, prompts: Sequence[Any], kwargs: Mapping[str, Any],
              adapter: str | Path | None = None, *, threads: int) -> tuple[list[str], float] | None:
-        """The texts of job ``name`` and the seconds the child spent on them, waiting for the child if needed;
-        None if it is another job (other prompts, settings, adapter weights or ``threads``), was never
-        submitted, failed, or the child is gone."""
+        """The texts of job ``name`` and the seconds the child spent on them, waiting for the child if it is at
+        them; None if it is another job (other prompts, settings, adapter weights or ``threads``), was never
+        submitted, failed, the child is gone, or the child has not started it (it then skips it: the caller
+        generates it rather than wait idle)."""
         key = job_key(model, prompts, kwargs, threads, adapter)
         if self.keys.get(name) != key:
+            return None
+        if not self.ready(name) and _claim(self.out_dir, name):
+            self.keys.pop(name, None)
+            say(f"[side] {name}: not started in the side process yet; generating it here")
             return None
         started = time.monotonic()
         while not self.ready(name):
@@ -219,10 +227,22 @@ class _Queue:
             self.jobs.insert(0, job)
 
 
+def _claim(folder: Path, name: str) -> bool:
+    """Whether this process is the one that generates job ``name`` (the first to create its marker)."""
+    try:
+        os.close(os.open(folder / f"{name}.started", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 def _run_job(job: dict[str, Any], queue: _Queue | None = None) -> bool:
     """Run ``job`` (or, for a job that yields, as much of it as it may); True when it is over."""
     from ...rollouts import generate_responses
 
+    if "done" not in job and not _claim(Path(job["dir"]), job["name"]):
+        print(f"[side] {job['name']}: the caller generates it", flush=True)
+        return True
     started = time.monotonic()
     done: dict[int, str] = job.setdefault("done", {})
     todo = [i for i in range(len(job["prompts"])) if i not in done]
