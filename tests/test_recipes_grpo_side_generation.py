@@ -353,6 +353,9 @@ def test_the_side_process_shares_the_best_report_in_the_batches_of_one_call(tmp_
         assert len(tail) == 2 and set(tail) <= set(one_call)  # one batch of four (three prompts queued after it)
         assert side.take("after", model, PROMPTS[:3], KWARGS, str(adapter), threads=1)[0] == \
             _here(tiny_model, PROMPTS[:3], adapter)
+        # the IFEval completions, shared the same way when the report was ready ahead (their own token budget)
+        assert _generate_shared(recipe, model, prompts, str(adapter), side, "ifeval-tail", max_new_tokens=4) == \
+            _here(tiny_model, prompts, adapter, max_new_tokens=4)
         side.process.kill()
         side.process.wait()
         assert _generate_shared(recipe, model, prompts, str(adapter), side, "best-tail-2", then) == one_call

@@ -106,7 +106,8 @@ def side_batches(n_prompts: int, batch_size: int, queued_after: int = 0) -> int:
 
 
 def _generate_shared(recipe: RecipeArguments, model: str, prompts: list[Any], adapter: str, side: Any, job: str,
-                     then: tuple[str, list[Any], dict[str, Any]] | None = None) -> list[str]:
+                     then: tuple[str, list[Any], dict[str, Any]] | None = None,
+                     max_new_tokens: int | None = None) -> list[str]:
     """Greedy completions of ``prompts``: the last batches as job ``job`` of the side process (``then`` queued
     after it), the others here, at the same time. Cut at a batch boundary of the batching order, so the batches
     and texts are those of one call; without a side process, or for a side job that failed, generated here."""
@@ -120,13 +121,13 @@ def _generate_shared(recipe: RecipeArguments, model: str, prompts: list[Any], ad
     order = greedy_batch_order(prompts, model=model, adapter=adapter) if cut < len(prompts) else None
     tail = [] if order is None else [prompts[i] for i in order[cut:]]
     if tail:
-        side.submit(job, model, tail, generation_kwargs(recipe), adapter=adapter)
+        side.submit(job, model, tail, generation_kwargs(recipe, max_new_tokens), adapter=adapter)
     if then is not None and side is not None:
         side.submit(then[0], model, *then[1:], adapter=adapter)
     if not tail:
-        return _generate(recipe, model, prompts, adapter)
-    texts = _generate(recipe, model, [prompts[i] for i in order[:cut]], adapter)
-    texts += _generate(recipe, model, tail, adapter, side=side, job=job)
+        return _generate(recipe, model, prompts, adapter, max_new_tokens)
+    texts = _generate(recipe, model, [prompts[i] for i in order[:cut]], adapter, max_new_tokens)
+    texts += _generate(recipe, model, tail, adapter, max_new_tokens, side=side, job=job)
     out = [""] * len(prompts)
     for i, text in zip(order, texts, strict=True):
         out[i] = text
@@ -189,7 +190,8 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
     """Base vs best on the report split (training judge, optional second judge), IFEval; write the summary.
     ``side``: a :class:`~.side_generation.SideGenerator`; it has the base model's completions, and the best
     checkpoint's report completions when it became the best while training went on; else it generates their last
-    batches while the others are generated here. Then it generates the best checkpoint's IFEval completions."""
+    batches while the others are generated here, then the best checkpoint's IFEval completions (or, when the report
+    was ready, the last batches of those)."""
     from ...journal import write_atomic
     from . import report as report_module
     from .comparison import PERFECT
@@ -215,9 +217,7 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
     ahead = _generated_ahead(recipe, base_model, prompts, best_info, side)
     if ahead is None:
         texts["best"] = _generate_shared(recipe, base_model, prompts, adapter, side, "report-best", then)
-    else:
-        if then is not None:
-            side.submit(then[0], base_model, *then[1:], adapter=adapter)
+    else:  # the IFEval completions are shared out below, as the report's would have been
         texts["best"] = ahead
     judges = {"judge": judge_reward}
     if has_second_judge(recipe):
@@ -287,8 +287,12 @@ def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: 
     print(f"[report] IFEval transfer on {len(rows)} prompts", flush=True)
     max_new = _ifeval_max_new_tokens(recipe)
     systems = {}
+    prompts = [r.prompt for r in rows]
     for name, ad, job in (("base", None, "ifeval"), ("trained", adapter, "ifeval-trained")):
-        texts = _generate(recipe, model, [r.prompt for r in rows], ad, max_new, side=side, job=job)
+        if ad is not None and side is not None and job not in side.submitted(job):  # not queued after the report
+            texts = _generate_shared(recipe, model, prompts, ad, side, f"{job}-tail", max_new_tokens=max_new)
+        else:
+            texts = _generate(recipe, model, prompts, ad, max_new, side=side, job=job)
         systems[name] = evaluate_system(name, list(zip(rows, texts, strict=True)),
                                         meta={"model": model, "adapter": ad, "max_new_tokens": max_new})
         write_system(out_dir / name, systems[name])
