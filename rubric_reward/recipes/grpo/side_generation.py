@@ -17,8 +17,9 @@ dtype, batches and torch threads, so the texts are the ones the caller would get
 same kernels). It is keyed by everything its texts depend on (the adapter by its weights' hash); the caller takes
 the texts with :meth:`SideGenerator.take` and generates them itself when the key differs, the job failed, the
 child died, or the child has not started it yet (the caller would otherwise wait idle: a ``NAME.started`` file,
-created exclusively by whichever of the two comes first, decides who generates it). Jobs travel to the child as JSON lines on its stdin and come back as files in ``side_generation/``,
-so a resumed run does not generate a finished job again. The child runs at a lower priority than training, with
+created exclusively by whichever of the two comes first, decides who generates it). Jobs travel to the child as
+JSON lines on its stdin and come back as files in ``side_generation/``, so a resumed run does not generate a
+finished job again. The child runs at a lower priority than training, with
 an allocator that hands large blocks back when they are freed.
 """
 
