@@ -406,8 +406,8 @@ def test_a_job_that_gives_way_resumes_to_the_texts_of_one_call(tmp_path: Path, t
     assert json.loads((tmp_path / "ahead.json").read_text())["texts"] == one_call
 
 
-def test_the_side_process_runs_a_job_that_yields_and_drops_a_cancelled_one(tmp_path: Path, tiny_model: Path,
-                                                                           adapter: Path) -> None:
+def test_the_side_process_runs_a_job_that_yields_and_a_finished_job_cancelled_is_not_taken(
+        tmp_path: Path, tiny_model: Path, adapter: Path) -> None:
     side = SideGenerator.start(tmp_path, threads=1)
     model = str(tiny_model)
     try:

@@ -143,6 +143,13 @@ def best_report_job(step: int) -> str:
     return f"{AHEAD_PREFIX}{step:05d}"
 
 
+def cancel_other_bests(side: Any, keep: str | None = None) -> None:
+    """Cancel the side process's report-ahead jobs but ``keep``: the report is wanted for one checkpoint only."""
+    for name in side.submitted(AHEAD_PREFIX):
+        if name != keep:
+            side.cancel(name)
+
+
 def _generated_ahead(recipe: RecipeArguments, model: str, prompts: list[Any], best_info: Mapping[str, Any],
                      side: Any) -> list[str] | None:
     """The best checkpoint's report completions if the side process generated them from that very checkpoint's
@@ -152,9 +159,7 @@ def _generated_ahead(recipe: RecipeArguments, model: str, prompts: list[Any], be
     step, checkpoint = best_info.get("step"), best_info.get("checkpoint")
     if side is None:
         return None
-    for name in side.submitted(AHEAD_PREFIX):  # another checkpoint's: the side process is wanted for this report
-        if step is None or name != best_report_job(int(step)):
-            side.cancel(name)
+    cancel_other_bests(side, None if step is None else best_report_job(int(step)))  # the side is wanted here
     if step is None or not checkpoint:
         return None
     taken = side.take(best_report_job(int(step)), model, prompts, generation_kwargs(recipe), str(checkpoint),
@@ -289,7 +294,7 @@ def ifeval_transfer(recipe: RecipeArguments, model: str, adapter: str, out_dir: 
     systems = {}
     prompts = [r.prompt for r in rows]
     for name, ad, job in (("base", None, "ifeval"), ("trained", adapter, "ifeval-trained")):
-        if ad is not None and side is not None and job not in side.submitted(job):  # not queued after the report
+        if ad is not None and side is not None and job not in side.keys:  # not queued after the report
             texts = _generate_shared(recipe, model, prompts, ad, side, f"{job}-tail", max_new_tokens=max_new)
         else:
             texts = _generate(recipe, model, prompts, ad, max_new, side=side, job=job)

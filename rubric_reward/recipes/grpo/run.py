@@ -119,7 +119,7 @@ def _report_ahead(recipe: RecipeArguments, model: Any, splits: Any, side: Any) -
     gives way to the monitor's, and replaces the previous best's), so that the report of a best that is not the
     last checkpoint finds them generated."""
     from ...models import resolve_model
-    from .final_report import AHEAD_PREFIX, base_jobs, best_report_job
+    from .final_report import base_jobs, best_report_job, cancel_other_bests
 
     policy = resolve_model(model.model_name_or_path)  # the path the report generates with
     job = base_jobs(recipe, policy, splits).get("report")
@@ -128,8 +128,7 @@ def _report_ahead(recipe: RecipeArguments, model: Any, splits: Any, side: Any) -
     prompts, kwargs = job
 
     def queue(step: int, checkpoint: Path) -> None:
-        for stale in side.submitted(AHEAD_PREFIX):  # an earlier best's report is no longer the one wanted
-            side.cancel(stale)
+        cancel_other_bests(side)  # an earlier best's report is no longer the one wanted
         side.submit(best_report_job(step), policy, prompts, kwargs, checkpoint, yields=True)
 
     return queue
