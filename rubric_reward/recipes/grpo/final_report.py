@@ -94,6 +94,8 @@ def _generate(recipe: RecipeArguments, model: str, prompts: list[Any], adapter: 
 
         taken = side.take(job, model, prompts, kwargs, adapter, threads=torch.get_num_threads())
         if taken is not None:
+            print(f"[report] {job}: {len(prompts)} completions generated beside training ({taken[1]:.0f} s)",
+                  flush=True)
             return taken[0]
     return generate_responses(prompts, model=model, adapter=adapter, keep_think=keep_think, **kwargs)
 
