@@ -23,7 +23,8 @@ class GenerationConfig:
     the JSON schema; ``list`` asks for a numbered list of criteria with bracketed weights after one
     worked example, a format a small local model can follow (DPO targets use the same format).
     ``checks``: offer programmatic checks (a menu of IFEval checks in the instructions, a ``check``
-    field in the schema, ``[check]`` lines in the list format); answers may carry checks either way."""
+    field in the schema, ``[check]`` lines in the list format); answers may carry checks either way.
+    ``ground_checks``: a check's settings are the task's own (:mod:`~rubric_reward.generation.grounding`)."""
 
     level: str = field(default="instance", metadata={
         "help": "a rubric per prompt (instance) or one for a dataset sample (dataset)",
@@ -39,6 +40,9 @@ class GenerationConfig:
     format: str = field(default="json", metadata={
         "help": "json (the schema) or list (numbered criteria with bracketed weights)", "choices": FORMATS})
     checks: bool = field(default=False, metadata={"help": "offer programmatic (IFEval) checks"})
+    ground_checks: bool = field(default=False, metadata={
+        "help": "take a check's settings from the task (its counts, listed words, quoted phrase) and drop a "
+                "check the task gives no value for (generation/grounding.py)"})
 
     def __post_init__(self) -> None:
         check_fields(self, "generation")

@@ -29,7 +29,8 @@ from ..judges.judge import Judge, as_judges
 from ..rubric import Rubric, RubricError
 from .config import GenerationConfig
 from .parsing import parse_rubric, slug
-from .templates import generation_messages, reask_messages, rubric_schema, template_fingerprint_parts
+from .templates import (generation_messages, reask_messages, rubric_schema, task_text,
+                        template_fingerprint_parts)
 
 __all__ = ["GeneratedRubric", "RubricGenerator", "default_generator", "one_judge"]
 
@@ -135,13 +136,15 @@ class RubricGenerator(SyncFacade):
         from ..judges.fingerprint import judge_fingerprint
 
         settings = {k: v for k, v in asdict(self.config).items() if k != "concurrency"}  # operational only
+        if not settings["ground_checks"]:
+            del settings["ground_checks"]  # fingerprints made before the field existed stay valid
         blob = {"judge": judge_fingerprint(self.judge.config), "config": settings,
                 **template_fingerprint_parts(self.config)}
         return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     # ------------------------------------------------------------------ async core
     async def _ask(self, messages: tuple[dict[str, str], ...], prompt_id: str, sample_index: int,
-                   name: str) -> GeneratedRubric:
+                   name: str, task: str | None = None) -> GeneratedRubric:
         cfg = self.config
         attempts, cost, pt, ct, cached = 0, 0.0, 0, 0, True
         last_text: str | None = None
@@ -149,7 +152,7 @@ class RubricGenerator(SyncFacade):
         for round_ in range(cfg.reasks + 1):
             request = ChatRequest(messages=messages, schema=self._schema,
                                   max_tokens=cfg.max_tokens, sample_index=sample_index)
-            reply: ChatReply = await self.judge.complete(request, accept=self._acceptor(name))
+            reply: ChatReply = await self.judge.complete(request, accept=self._acceptor(name, task))
             attempts += 1
             cost += reply.cost
             pt += reply.usage.prompt_tokens
@@ -163,7 +166,7 @@ class RubricGenerator(SyncFacade):
                 problem = f"the answer was cut off at max_tokens={cfg.max_tokens}"
             else:
                 try:
-                    rubric, repairs = parse_rubric(reply.text, config=cfg, name=name)
+                    rubric, repairs = parse_rubric(reply.text, config=cfg, name=name, task=task)
                     return GeneratedRubric(prompt_id, rubric, reply.text, None, attempts, tuple(repairs),
                                            sample_index, cost, pt, ct, cached)
                 except RubricError as exc:
@@ -173,10 +176,10 @@ class RubricGenerator(SyncFacade):
         return GeneratedRubric(prompt_id, None, last_text, f"no usable rubric after {attempts} ask(s): {problem}",
                                attempts, (), sample_index, cost, pt, ct, cached)
 
-    def _acceptor(self, name: str) -> Callable[[ChatReply], bool]:
+    def _acceptor(self, name: str, task: str | None) -> Callable[[ChatReply], bool]:
         def accept(reply: ChatReply) -> bool:  # cache only answers that parse: a broken one is asked again
             try:
-                parse_rubric(reply.text, config=self.config, name=name)
+                parse_rubric(reply.text, config=self.config, name=name, task=task)
                 return True
             except RubricError:
                 return False
@@ -185,7 +188,8 @@ class RubricGenerator(SyncFacade):
     async def agenerate(self, prompt: Any, *, prompt_id: str = "", sample_index: int = 0) -> GeneratedRubric:
         """One instance-level rubric for ``prompt`` (a string or chat messages)."""
         messages = generation_messages(prompt, config=self.config)
-        return await self._ask(messages, prompt_id, sample_index, slug(prompt_id, "rubric") if prompt_id else "rubric")
+        return await self._ask(messages, prompt_id, sample_index, slug(prompt_id, "rubric") if prompt_id else "rubric",
+                               task_text(prompt))
 
     def dataset_sample(self, prompts: Sequence[Any]) -> list[int]:
         """Indices of the seeded sample of ``prompts`` shown for a dataset-level rubric (input order)."""

@@ -19,6 +19,7 @@ from typing import Any
 from ..rubric import Rubric, RubricError
 from .answers import json_values, strip_think
 from .config import GenerationConfig
+from .grounding import ground_check
 
 __all__ = ["check_spec_text", "parse_check_spec", "parse_rubric", "rubric_text", "slug"]
 
@@ -124,8 +125,9 @@ def slug(text: str, fallback: str) -> str:
 
 
 def parse_rubric(text: str | None, *, config: GenerationConfig | None = None,
-                 name: str = "rubric") -> tuple[Rubric, list[str]]:
+                 name: str = "rubric", task: str | None = None) -> tuple[Rubric, list[str]]:
     """Parse a generator's answer into a validated Rubric; returns it with the list of repairs made.
+    With ``config.ground_checks`` and the ``task`` text, checks are grounded in the task (:func:`ground_check`).
 
     Raises :class:`RubricError` (a message fit to send back to the generator) when the answer is not
     usable even after trivial repairs.
@@ -196,6 +198,14 @@ def parse_rubric(text: str | None, *, config: GenerationConfig | None = None,
             if not isinstance(c.get("kwargs", {}), Mapping):
                 raise RubricError(f"criteria[{i}]: 'kwargs' must be an object")
             c["check"], c["kwargs"] = name, {**(c.get("kwargs") or {}), **kwargs}
+        if config.ground_checks and task is not None and c.get("check"):
+            grounded, why = ground_check(str(c["check"]), c.get("kwargs") or {}, task)
+            if grounded is None:
+                repairs.append(f"criteria[{i}]: dropped check {c['check']}: {why[0]}")
+                continue
+            if why:
+                c["kwargs"] = grounded
+                repairs.append(f"criteria[{i}]: grounded in the task: {'; '.join(why)}")
         requirement = c.get("requirement") or c.get("question") or c.get("description") or ""
         if "check" in c:
             identity = json.dumps([c["check"], c.get("kwargs") or {}], sort_keys=True, default=str)
