@@ -57,7 +57,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     config = GenerationConfig(level=args.level, min_criteria=args.min_criteria, max_criteria=args.max_criteria,
                               dataset_sample=args.sample, seed=args.seed,
                               max_tokens=args.max_tokens or (256 if form == "list" else 1024),
-                              concurrency=args.concurrency, format=form, checks=args.checks)
+                              concurrency=args.concurrency, format=form, checks=args.checks,
+                              ground_checks=args.ground_checks)
     cache: Any = None if args.no_cache else (args.cache or "auto")
     try:
         summary = generate_rubrics(args.input, args.out, generator=generator, config=config,
@@ -97,6 +98,9 @@ def register(subparsers: Any) -> None:
                    "local transformers generator such as the bundled one, json otherwise)")
     p.add_argument("--checks", action="store_true",
                    help="offer programmatic checks ([check] lines / a 'check' field) for checkable instructions")
+    p.add_argument("--ground-checks", action="store_true",
+                   help="take each check's settings from the task (counts, listed words, quoted phrase) and drop a "
+                   "check the task gives no value for")
     p.add_argument("--sample", type=int, default=16, help="dataset level: prompts shown to the generator")
     p.add_argument("--seed", type=int, default=0, help="dataset level: seed of the prompt sample")
     p.add_argument("--max-tokens", type=int, help="generation budget per rubric (default 1024; 256 in the list format)")
