@@ -66,6 +66,9 @@ def test_a_check_the_task_gives_no_value_for_is_dropped(check, task, why):
 
 def test_checks_off_the_menu_keep_their_settings():
     assert ground_check("ifeval:detectable_format:title", {}, "Write a poem.") == ({}, [])
+    # IFEval states highlights as "highlight at least N sections": not a count of this form, left as written
+    assert ground_check("ifeval:detectable_format:number_highlighted_sections", {"num_highlights": 2},
+                        "Highlight at least 3 sections with markdown.") == ({"num_highlights": 2}, [])
     assert ground_check("ifeval:change_case:capital_word_frequency", {"capital_relation": "less than",
                                                                       "capital_frequency": 3}, "Write.")[0] \
         == {"capital_relation": "less than", "capital_frequency": 3}
@@ -135,13 +138,13 @@ def test_cli_generate_ground_checks_flag(tmp_path, capsys):
     src.write_text('{"id": "t", "prompt": "Write a thank-you note in fewer than 30 words."}\n')
     answer = ('1. The response thanks someone. [3]\n'
               '2. [check] ifeval:length_constraints:number_words relation="less than" num_words=50 [4]\n'
-              "3. [check] ifeval:punctuation:no_comma [2]")
+              "3. [check] ifeval:punctuation:no_comma [2]\n4. The response is warm. [1]")
     with JudgeServer(ScriptedJudge(reply=router(generate=lambda body: answer))) as srv:
         for flags, out in (([], "plain.jsonl"), (["--ground-checks"], "grounded.jsonl")):
             code = main(["generate", "--input", str(src), "--generator", "gen", "--base-url", srv.base_url,
                          "--format", "list", "--checks", *flags, "--out", str(tmp_path / out), "--quiet"])
             assert code == 0, capsys.readouterr().err
     plain, grounded = (json.loads((tmp_path / f).read_text()) for f in ("plain.jsonl", "grounded.jsonl"))
-    assert [c.get("kwargs") for c in plain["rubric"]["criteria"]] == [None, COPIED[WORDS], None]
-    assert [c.get("kwargs") for c in grounded["rubric"]["criteria"]] == [
-        None, {"relation": "less than", "num_words": 30}]
+    assert [c.get("kwargs") for c in plain["rubric"]["criteria"]] == [None, COPIED[WORDS], None, None]
+    assert [c.get("kwargs") for c in grounded["rubric"]["criteria"]] == [  # no commas asked: that check dropped
+        None, {"relation": "less than", "num_words": 30}, None]

@@ -103,3 +103,27 @@ def test_builder_samples_labels_pairs_and_splits(tmp_path):
         better = pair["response_a"] if pair["winner"] == "A" else pair["response_b"]
         assert better == "A calm lake at dawn."
     assert len(load_labelled("heldout", out)) == 2
+
+
+def test_the_shipped_heldout_pool_is_the_seeded_pool_labelled_by_the_checks():
+    """``heldout_pool.jsonl`` (configs/dpo/offline_grounded.yaml's held-out set) is ``make_pool(2, seed=0)`` built with
+    test_fraction 1: every prompt held out, its labels what the checks say, no prompt shared with the labelled
+    prompts (the loop trains on their train side) or any other bundled prompt file."""
+    from rubric_reward.recipes.generator_dpo.labelled_pool import make_pool
+
+    rows = _lines(DATA / "labelled" / "heldout_pool.jsonl")
+    pool = {p["id"]: p for p in make_pool(2, seed=0)}
+    assert [r["id"] for r in rows] == list(pool) and len(rows) == 120
+    for row in rows:
+        prompt = pool[row["id"]]
+        assert (row["split"], row["prompt"], row["instructions"]) == ("heldout", prompt["prompt"],
+                                                                       prompt["instructions"])
+        for resp in row["responses"]:
+            lab = label_response(prompt, resp["text"])
+            assert (lab.gate, lab.label, list(lab.passed)) == (resp["gate"], resp["label"], resp["passed"])
+    heldout = load_labelled("heldout", DATA / "labelled" / "heldout_pool.jsonl")
+    assert len(heldout) == 82 and sum(len(r.labels) for r in heldout) == 477
+    assert load_labelled("train", DATA / "labelled" / "heldout_pool.jsonl") == []
+    others = {_norm(r["prompt"]) for path in DATA.rglob("*.jsonl") if path.name != "heldout_pool.jsonl"
+              for r in _lines(path) if isinstance(r.get("prompt"), str)}
+    assert not {_norm(r["prompt"]) for r in rows} & others

@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(str(resources.files("rubric_reward.data")))
 
 
-@pytest.mark.parametrize("name", ["offline_default.yaml", "offline_long.yaml", "offline_checks.yaml"])
+@pytest.mark.parametrize("name", ["offline_default.yaml", "offline_long.yaml", "offline_checks.yaml",
+                                  "offline_grounded.yaml"])
 def test_the_chosen_likelihood_term_reaches_dpo_config(name):
     from trl import DPOConfig
 
@@ -26,7 +27,8 @@ def test_the_chosen_likelihood_term_reaches_dpo_config(name):
     training = config.dpo_args.training
     assert isinstance(training, DPOConfig)
     assert training.loss_type == ["sigmoid", "sft"] and training.loss_weights == [1.0, 1.0]
-    assert config.outcome_criteria == {"offline_long.yaml": "auto", "offline_checks.yaml": "checks"}.get(name, "all")
+    assert config.outcome_criteria == {"offline_long.yaml": "auto", "offline_checks.yaml": "checks",
+                                       "offline_grounded.yaml": "checks"}.get(name, "all")
     assert config.meta.mode == "outcome"
     if name == "offline_long.yaml":
         assert (config.preferences.k, config.iterations, config.probe_pairs) == (8, 3, 16)
@@ -34,6 +36,11 @@ def test_the_chosen_likelihood_term_reaches_dpo_config(name):
     if name == "offline_checks.yaml":  # the measured K = 16 configuration (docs/generation.md)
         assert (config.preferences.k, config.preferences.temperature, config.heldout.samples) == (16, 0.9, 2)
         assert training.num_train_epochs == 2 and config.prompts == "labelled:train"
+    if name == "offline_grounded.yaml":  # the measured held-out gain (docs/generation.md, "Grounded checks")
+        assert config.generation.ground_checks and config.generation.checks and config.iterations == 1
+        assert (config.preferences.k, config.heldout.samples, config.prompts) == (16, 1, "labelled:train")
+        assert config.heldout.prompts.startswith("labelled:heldout:") and \
+            config.heldout.prompts.endswith("rubric_reward/data/labelled/heldout_pool.jsonl")
 
 
 def test_offline_long_names_its_pool_and_says_how_to_make_it(tmp_path):
@@ -59,6 +66,8 @@ def test_the_pool_is_seeded_its_own_and_checkable():
     assert len(pool) == 300 == len({r["id"] for r in pool}) == len({_norm(r["prompt"]) for r in pool})
     others = set()
     for path in DATA.rglob("*.jsonl"):
+        if path.name == "heldout_pool.jsonl":  # made from these tasks (make_pool(2)): offline_grounded's held-out set
+            continue
         others |= {_norm(r["prompt"]) for r in map(json.loads, path.read_text().splitlines())
                    if isinstance(r.get("prompt"), str)}
     assert len(others) > 500 and not {_norm(r["prompt"]) for r in pool} & others

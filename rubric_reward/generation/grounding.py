@@ -4,7 +4,7 @@ A small generator picks a fitting check but copies its values from the worked ex
 that asks for fewer than 40 words), and a check with the wrong values orders responses about as often wrongly as
 rightly. Grounding makes every value of a menu check one the task states:
 
-* a count (``num_words``, ``num_sentences``, ``num_bullets``, any ``num_<unit>``) is the number the task puts before
+* a count (``num_words``, ``num_sentences``, ``num_bullets``, ``num_paragraphs``) is the number the task puts before
   that unit ("fewer than 40 words", "exactly three bullet points"); its ``relation`` follows the words before it
   ("fewer than", "less than", "under": ``less than``; "at least": ``at least``);
 * a word list (``keywords``, ``forbidden_words``) is the words the task lists after "the word(s)" unless every
@@ -36,6 +36,7 @@ _LISTED = re.compile(r"\b(?:key)?words?\s+((?:\"?[a-z][\w'-]*\"?)(?:(?:\s*,\s*|\
 _NOT_LISTED = frozenset("a an and or the in of to that this it is are be with as for on by at from".split())
 _SUBJECTS = {"no_comma": ("comma",), "english_lowercase": ("lowercase", "lower case")}
 _WORD_LISTS = ("keywords", "forbidden_words")
+_COUNTED = ("num_words", "num_sentences", "num_bullets", "num_paragraphs")  # IFEval states these as "N <unit>"
 
 
 def _number(text: str) -> int:
@@ -69,7 +70,7 @@ def ground_check(check: str, kwargs: Mapping[str, Any], task: str) -> tuple[dict
             return None, [f"the task does not mention {subjects[0]}"]
         return out, []
     for key, value in kwargs.items():
-        if key.startswith("num_"):
+        if key in _COUNTED:
             found = _counts(task, key[4:])
             if not found:
                 return None, [f"the task states no number of {key[4:]}"]
