@@ -12,8 +12,8 @@ rightly. Grounding makes every value of a menu check one the task states:
 * ``end_phrase`` is the task's quoted phrase unless the written one is in the task;
 * a check without settings (``no_comma``, ``english_lowercase``) needs its subject ("comma", "lowercase") in the task.
 
-A check the task gives no value for (a word count on a task that counts no words) is dropped. Only the check's
-settings change: which checks a rubric carries, and their weights, stay the generator's. Each change is a repair.
+A check the task gives no value for (a word count on a task that counts no words) is dropped. Otherwise only the
+settings change: the kind of each check and every weight stay the generator's. Each change is a repair.
 """
 
 from __future__ import annotations
