@@ -54,7 +54,7 @@ def test_rows_transcripts_and_strengths(tmp_path):
     status = _lines(tmp_path / "prefs" / "prompts.jsonl")
     assert [x["status"] for x in status] == ["pair"] * 3
     p0 = status[0]
-    assert rubric_text(chosen) == p0["chosen"] and set(p0["strengths"]) == {"0", "1", "2", "3"}
+    assert rubric_text(chosen) == p0["pairs"][0]["chosen"] and set(p0["strengths"]) == {"0", "1", "2", "3"}
     manifest = json.loads((tmp_path / "prefs" / "manifest.json").read_text())
     assert manifest["n_pair"] == 3 and manifest["config"]["k"] == 4
 
@@ -149,3 +149,25 @@ def test_changing_only_the_ranking_settings_makes_no_new_calls(tmp_path):
     assert (s1.n_pairs, s2.n_pairs, s2.n_skipped, s2.n_resumed) == (2, 0, 2, 0)
     status = _lines(tmp_path / "prefs" / "prompts.jsonl")
     assert all(x["reason"].startswith("indistinguishable") for x in status)
+
+
+def test_pairs_per_prompt_takes_more_rows_from_the_same_judgements(tmp_path):
+    import datasets
+
+    out = tmp_path / "prefs"
+    with JudgeServer(ScriptedJudge(reply=router())) as srv:
+        one = _build(srv, out, prompts=PROMPTS[:2], m=6)
+        calls = len(srv.bodies)
+        two = _build(srv, out, prompts=PROMPTS[:2], m=6, pairs_per_prompt=2)
+        assert len(srv.bodies) == calls  # re-ranking: candidates and judgements come from the journals
+    assert (one.n_pairs, two.n_pairs, two.n_skipped) == (2, 4, 0)
+    ds = datasets.load_from_disk(str(two.dataset_path))
+    meta = ds["metadata"]
+    assert [(m["prompt_id"], m["pair_rank"]) for m in meta] == [("p0", 0), ("p0", 1), ("p1", 0), ("p1", 1)]
+    assert len({(m["prompt_id"], m["chosen_index"]) for m in meta} | {
+        (m["prompt_id"], m["rejected_index"]) for m in meta}) == 8  # each candidate in one row at most
+    for row in ds:  # the consistent judge: every row's chosen rubric has more criteria
+        chosen, rejected = (load_rubric(json.loads(row[k][0]["content"])) for k in ("chosen", "rejected"))
+        assert len(chosen) > len(rejected)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["n_pair"], manifest["n_rows"], manifest["config"]["pairs_per_prompt"]) == (2, 4, 2)

@@ -109,7 +109,8 @@ def test_always_met_judge_has_no_spread_so_outcome_scoring_uses_checks_only(tmp_
                 assert t["details"][side]["details"]["criteria"] == "checks"
         assert info["n_pairs"] == 3  # the right check beats the wrong one on every prompt
         chosen = [json.loads(x) for x in (out / "iter_1/preferences/prompts.jsonl").read_text().splitlines()]
-        assert all(c["status"] == "pair" and c["chosen_index"] == 0 and c["rejected_index"] == 2 for c in chosen)
+        assert all(c["status"] == "pair" and [(p["chosen_index"], p["rejected_index"]) for p in c["pairs"]] == [(0, 2)]
+                   for c in chosen)
         # the judged-only candidate expresses no preference (agreement 0.5) without a call
         judged_only = [t["details"][s] for t in transcripts for s in "ab" if t["details"][s]["details"]["n_checks"] == 0]
         assert judged_only and all(d["score"] == 0.5 for d in judged_only)

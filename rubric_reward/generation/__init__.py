@@ -30,7 +30,7 @@ _EXPORTS = {
     "load_meta_rubric": "metajudge",
     "BTResult": "bradley_terry", "bradley_terry": "bradley_terry", "win_probability": "bradley_terry",
     "PreferenceConfig": "preferences", "PreferenceSummary": "preferences", "build_preferences": "preferences",
-    "select_pairs": "preferences", "choose_pair": "preferences",
+    "select_pairs": "preferences", "choose_pair": "preferences", "choose_pairs": "preferences",
 }
 
 __all__ = sorted(_EXPORTS)

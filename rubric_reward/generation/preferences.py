@@ -1,5 +1,5 @@
 """Preference pairs for training a rubric generator: K candidates -> M judged pairs -> Bradley-Terry ->
-chosen (strongest) vs rejected (weakest), one row per prompt.
+chosen (strongest) vs rejected (weakest), up to ``pairs_per_prompt`` rows per prompt (default 1).
 
 Per prompt:
 
@@ -14,7 +14,10 @@ Per prompt:
    when the model's own probability that the strongest beats the weakest,
    sigmoid(theta_best - theta_worst), is below ``min_win_prob`` (default 0.55: their strengths are
    indistinguishable, e.g. all ties), or when both rubrics are the same text. Equal strengths are
-   ordered by candidate index, so the choice is deterministic.
+   ordered by candidate index, so the choice is deterministic. With ``pairs_per_prompt`` P > 1 the ranking
+   is paired from both ends (2nd strongest vs 2nd weakest, ...; :func:`choose_pairs`), each candidate in
+   at most one row, stopping at the first pair that fails the skip rule: a prompt where several
+   candidates found what the others missed gives DPO each of them, not only the first.
 
 Output folder (``out_dir``): ``dataset/`` (a ``datasets`` dataset written with ``save_to_disk``; rows
 ``{prompt, chosen, rejected, metadata}`` in TRL's conversational DPO format: ``prompt`` is the
@@ -51,8 +54,8 @@ from .prompt_rows import PromptRow, load_prompts
 from ..sections import check_fields, from_section
 from .templates import generation_messages
 
-__all__ = ["PreferenceConfig", "PreferenceSummary", "build_preferences", "choose_pair", "dataset_features",
-           "select_pairs"]
+__all__ = ["PreferenceConfig", "PreferenceSummary", "build_preferences", "choose_pair", "choose_pairs",
+           "dataset_features", "select_pairs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,9 @@ class PreferenceConfig:
     min_win_prob: float = field(default=0.55, metadata={
         "help": "skip a prompt whose best candidate beats its worst with less probability", "ge": 0.5, "lt": 1})
     concurrency: int = field(default=4, metadata={"help": "prompts in flight", "ge": 1})
+    pairs_per_prompt: int = field(default=1, metadata={
+        "help": "rows per prompt, at most: the i-th strongest vs the i-th weakest while they pass the skip rule",
+        "ge": 1})
 
     def __post_init__(self) -> None:
         check_fields(self, "preferences")
@@ -101,20 +107,39 @@ def select_pairs(k: int, m: int, *, seed: int = 0, key: str = "") -> list[tuple[
     return sorted(pairs)  # type: ignore[arg-type]
 
 
+def choose_pairs(strengths: Sequence[float], *, min_win_prob: float = 0.55, texts: Sequence[str] | None = None,
+                 max_pairs: int = 1) -> tuple[list[tuple[int, int]], str]:
+    """``([(chosen, rejected), ...], why)``: the i-th strongest vs the i-th weakest for i < ``max_pairs``,
+    each candidate at most once, stopping at the first pair that fails the skip rule (see the module
+    docstring); an empty list and the first pair's reason when none passes."""
+    if len(strengths) < 2:
+        return [], "fewer than two ranked candidates"
+    order = sorted(range(len(strengths)), key=lambda i: (-strengths[i], i))
+    pairs: list[tuple[int, int]] = []
+    reasons: list[str] = []
+    for i in range(min(max_pairs, len(order) // 2)):
+        best, worst = order[i], order[-1 - i]
+        p = win_probability(strengths[best], strengths[worst])
+        if p < min_win_prob:
+            why = f"indistinguishable: P(strongest beats weakest) = {p:.3f} < {min_win_prob}"
+        elif texts is not None and texts[best] == texts[worst]:
+            why = "the strongest and the weakest rubric are identical"
+        else:
+            pairs.append((best, worst))
+            reasons.append(f"{p:.3f}")
+            continue
+        if not pairs:
+            return [], why
+        break
+    return pairs, f"P(strongest beats weakest) = {', '.join(reasons)}"
+
+
 def choose_pair(strengths: Sequence[float], *, min_win_prob: float = 0.55,
                 texts: Sequence[str] | None = None) -> tuple[int | None, int | None, str]:
     """``(chosen, rejected, why)``: the strongest and the weakest, or ``(None, None, reason)`` when
     they are indistinguishable (see the module docstring's skip rule)."""
-    if len(strengths) < 2:
-        return None, None, "fewer than two ranked candidates"
-    order = sorted(range(len(strengths)), key=lambda i: (-strengths[i], i))
-    best, worst = order[0], order[-1]
-    p = win_probability(strengths[best], strengths[worst])
-    if p < min_win_prob:
-        return None, None, f"indistinguishable: P(strongest beats weakest) = {p:.3f} < {min_win_prob}"
-    if texts is not None and texts[best] == texts[worst]:
-        return None, None, "the strongest and the weakest rubric are identical"
-    return best, worst, f"P(strongest beats weakest) = {p:.3f}"
+    pairs, why = choose_pairs(strengths, min_win_prob=min_win_prob, texts=texts)
+    return (*pairs[0], why) if pairs else (None, None, why)
 
 
 def dataset_features() -> Any:
@@ -123,7 +148,7 @@ def dataset_features() -> Any:
 
     message = [{"role": Value("string"), "content": Value("string")}]
     meta = {name: Value(t) for name, t in (
-        ("prompt_id", "string"), ("chosen_index", "int32"), ("rejected_index", "int32"),
+        ("prompt_id", "string"), ("pair_rank", "int32"), ("chosen_index", "int32"), ("rejected_index", "int32"),
         ("chosen_strength", "float64"), ("rejected_strength", "float64"), ("win_prob", "float64"),
         ("n_candidates", "int32"), ("n_valid", "int32"), ("n_pairs", "int32"), ("n_failed_pairs", "int32"),
         ("n_ties", "int32"), ("generator", "string"), ("meta_judge", "string"), ("mode", "string"))}
@@ -132,7 +157,8 @@ def dataset_features() -> Any:
 
 @dataclass(frozen=True, slots=True)
 class PreferenceSummary:
-    """What ``build_preferences`` did: prompts with a pair, skipped, failed; resumed; new spend; paths."""
+    """What ``build_preferences`` did: preference pairs (dataset rows), prompts skipped and failed, prompts
+    resumed, new spend; paths. ``n_pairs`` equals the prompts with a pair when ``pairs_per_prompt`` is 1."""
 
     out_dir: Path
     n_prompts: int
@@ -223,30 +249,32 @@ class _Builder:
         bt = bradley_terry(len(ranked), [(pos[e["a"]], pos[e["b"]], e["credit_a"]) for e in ok], prior=cfg.prior)
         strengths = {str(s): bt.strengths[pos[s]] for s in ranked}
         texts = [rubric_text(cands[s].rubric, self.gen.config.format) for s in ranked]
-        best, worst, why = choose_pair(bt.strengths, min_win_prob=cfg.min_win_prob, texts=texts)
+        chosen, why = choose_pairs(bt.strengths, min_win_prob=cfg.min_win_prob, texts=texts,
+                                   max_pairs=cfg.pairs_per_prompt)
         base["strengths"] = strengths
-        if best is None:
+        if not chosen:
             return {**base, "status": "skipped", "reason": why}
-        c, r = ranked[best], ranked[worst]
-        return {**base, "status": "pair", "reason": why, "chosen_index": c, "rejected_index": r,
-                "chosen": texts[best], "rejected": texts[worst],
-                "chosen_strength": bt.strengths[best], "rejected_strength": bt.strengths[worst],
-                "win_prob": win_probability(bt.strengths[best], bt.strengths[worst])}
+        rows = [{"chosen_index": ranked[b], "rejected_index": ranked[w], "chosen": texts[b], "rejected": texts[w],
+                 "chosen_strength": bt.strengths[b], "rejected_strength": bt.strengths[w],
+                 "win_prob": win_probability(bt.strengths[b], bt.strengths[w])} for b, w in chosen]
+        return {**base, "status": "pair", "reason": why, "pairs": rows}
 
 
-def _row(entry: Mapping[str, Any], prompt: Any, gen: RubricGenerator, meta: MetaJudge) -> dict[str, Any]:
-    return {
-        "prompt": list(generation_messages(prompt, config=gen.config)),
-        "chosen": [{"role": "assistant", "content": entry["chosen"]}],
-        "rejected": [{"role": "assistant", "content": entry["rejected"]}],
+def _rows(entry: Mapping[str, Any], prompt: Any, gen: RubricGenerator, meta: MetaJudge) -> list[dict[str, Any]]:
+    messages = list(generation_messages(prompt, config=gen.config))
+    return [{
+        "prompt": messages,
+        "chosen": [{"role": "assistant", "content": p["chosen"]}],
+        "rejected": [{"role": "assistant", "content": p["rejected"]}],
         "metadata": {
-            "prompt_id": entry["id"], "chosen_index": entry["chosen_index"], "rejected_index": entry["rejected_index"],
-            "chosen_strength": entry["chosen_strength"], "rejected_strength": entry["rejected_strength"],
-            "win_prob": entry["win_prob"], "n_candidates": entry["n_candidates"], "n_valid": entry["n_valid"],
+            "prompt_id": entry["id"], "pair_rank": rank, "chosen_index": p["chosen_index"],
+            "rejected_index": p["rejected_index"], "chosen_strength": p["chosen_strength"],
+            "rejected_strength": p["rejected_strength"], "win_prob": p["win_prob"],
+            "n_candidates": entry["n_candidates"], "n_valid": entry["n_valid"],
             "n_pairs": entry["n_pairs"], "n_failed_pairs": entry["n_failed_pairs"], "n_ties": entry["n_ties"],
             "generator": gen.name, "meta_judge": meta.judge.name, "mode": meta.mode,
         },
-    }
+    } for rank, p in enumerate(entry["pairs"])]
 
 
 def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, *, generator: Any,
@@ -301,7 +329,7 @@ def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, 
     latest = builder.status.latest()
     by_id = {r.id: r for r in rows}
     entries = [latest[keys[r.id]] for r in rows if keys[r.id] in latest]
-    data = [_row(e, by_id[e["id"]].prompt, gen, mj) for e in entries if e["status"] == "pair"]
+    data = [r for e in entries if e["status"] == "pair" for r in _rows(e, by_id[e["id"]].prompt, gen, mj)]
     features = dataset_features()
     ds = datasets.Dataset.from_list(data, features=features) if data else datasets.Dataset.from_dict(
         {k: [] for k in features}, features=features)
@@ -326,8 +354,9 @@ def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, 
     counts = {s: sum(1 for e in entries if e["status"] == s) for s in ("pair", "skipped", "failed")}
     manifest = {"generator": gen.name, "meta_judge": mj.judge.name, "mode": mj.mode, "config": asdict(cfg),
                 "generation": asdict(gen.config), "n_prompts": len(rows), **{f"n_{k}": v for k, v in counts.items()},
+                "n_rows": len(data),
                 "files": {"dataset": "dataset", "transcripts": "transcripts.jsonl",
                           "candidates": "candidates.jsonl", "prompts": "prompts.jsonl"}}
     write_atomic(out / "manifest.json", json.dumps(manifest, indent=2, default=str) + "\n")
-    return PreferenceSummary(out, len(rows), counts["pair"], counts["skipped"], counts["failed"],
+    return PreferenceSummary(out, len(rows), len(data), counts["skipped"], counts["failed"],
                              len(rows) - len(todo), builder.spent)
