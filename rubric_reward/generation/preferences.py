@@ -116,22 +116,22 @@ def choose_pairs(strengths: Sequence[float], *, min_win_prob: float = 0.55, text
         return [], "fewer than two ranked candidates"
     order = sorted(range(len(strengths)), key=lambda i: (-strengths[i], i))
     pairs: list[tuple[int, int]] = []
-    reasons: list[str] = []
+    probs: list[str] = []
     for i in range(min(max_pairs, len(order) // 2)):
         best, worst = order[i], order[-1 - i]
         p = win_probability(strengths[best], strengths[worst])
         if p < min_win_prob:
-            why = f"indistinguishable: P(strongest beats weakest) = {p:.3f} < {min_win_prob}"
+            skip = f"indistinguishable: P(strongest beats weakest) = {p:.3f} < {min_win_prob}"
         elif texts is not None and texts[best] == texts[worst]:
-            why = "the strongest and the weakest rubric are identical"
+            skip = "the strongest and the weakest rubric are identical"
         else:
             pairs.append((best, worst))
-            reasons.append(f"{p:.3f}")
+            probs.append(f"{p:.3f}")
             continue
         if not pairs:
-            return [], why
+            return [], skip
         break
-    return pairs, f"P(strongest beats weakest) = {', '.join(reasons)}"
+    return pairs, f"P(strongest beats weakest) = {', '.join(probs)}"
 
 
 def choose_pair(strengths: Sequence[float], *, min_win_prob: float = 0.55,
