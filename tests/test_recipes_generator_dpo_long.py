@@ -38,8 +38,9 @@ def test_the_chosen_likelihood_term_reaches_dpo_config(name):
         assert training.num_train_epochs == 2 and config.prompts == "labelled:train"
     if name == "offline_grounded.yaml":  # the measured held-out gain (docs/generation.md, "Grounded checks")
         assert config.generation.ground_checks and config.generation.checks and config.iterations == 1
-        assert (config.preferences.k, config.heldout.samples, config.prompts) == (16, 1, "labelled:train")
+        assert (config.heldout.samples, config.prompts) == (1, "labelled:train")
         assert config.preferences.pairs_per_prompt == 4  # 3 pairs a draw with 1 (a losing seed), 8-14 with 4
+        assert config.preferences.k == 24  # 8-14 pairs a draw with k 16, the interval touching 0 on 8 and 10
         assert config.heldout.prompts.startswith("labelled:heldout:") and \
             config.heldout.prompts.endswith("rubric_reward/data/labelled/heldout_pool.jsonl")
 
