@@ -360,3 +360,52 @@ def test_generate_defaults_to_the_list_format_for_a_local_generator():
     assert _format(args, default_generator()) == "list"
     assert _format(args, JudgeConfig(model="gen", base_url="http://127.0.0.1:9/v1")) == "json"
     assert _format(argparse.Namespace(format="json"), default_generator()) == "json"
+
+
+def _cut_reply(content):
+    body = {"id": "x", "object": "chat.completion", "created": 0, "model": "gen",
+            "choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 128, "total_tokens": 138}}
+    return Fault(body=json.dumps(body))
+
+
+LOOPING = ("1. The response explains recursion with an analogy. [4]\n2. The response uses short words. [3]\n"
+           "3. The response uses short words. [3]\n4. The response uses short wo")
+
+
+def test_an_answer_cut_off_at_max_tokens_is_asked_again_unless_its_complete_lines_are_kept():
+    fixed = {1: _cut_reply(LOOPING), 2: _cut_reply(LOOPING)}
+    with _server(router(), faults=FaultPlan(fixed=dict(fixed))) as srv:
+        gen = RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url), config=LIST_CFG)
+        r = gen.generate("Explain recursion to a child.")
+        gen.close()
+        assert srv.requests == 2
+    assert not r.ok and "cut off at max_tokens=1024" in r.error
+
+    kept_cfg = GenerationConfig(format="list", min_criteria=1, max_criteria=6, keep_complete_lines=True)
+    with _server(router(), faults=FaultPlan(fixed=dict(fixed))) as srv:
+        gen = RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url), config=kept_cfg)
+        r = gen.generate("Explain recursion to a child.")
+        assert srv.requests == 1  # no re-ask
+        assert gen.fingerprint() != RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url),
+                                                    config=LIST_CFG).fingerprint()
+        gen.close()
+    assert r.ok and r.attempts == 1 and r.text == LOOPING  # the answer as written is kept for the record
+    assert [c.requirement for c in r.rubric.criteria] == ["The response explains recursion with an analogy.",
+                                                         "The response uses short words."]  # the repeat dropped
+    assert any(x.startswith("kept the complete lines of an answer cut off at max_tokens=1024") for x in r.repairs)
+
+    json_cfg = GenerationConfig(keep_complete_lines=True)  # a JSON answer has no complete lines to keep
+    with _server(router(), faults=FaultPlan(fixed={1: _cut_reply('{"criteria": [')})) as srv:
+        gen = RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url), config=json_cfg)
+        r = gen.generate("Task.")
+        gen.close()
+        assert srv.requests == 2 and r.ok  # asked again, the second answer is the router's rubric
+
+
+def test_complete_lines_drops_only_an_unfinished_last_line():
+    from rubric_reward.generation.parsing import complete_lines
+
+    assert complete_lines("1. a [2]\n2. b") == "1. a [2]\n"
+    assert complete_lines("1. a [2]\n") == "1. a [2]\n"
+    assert complete_lines("no line break") == "" and complete_lines(None) == ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import numpy as np
 import pytest
@@ -61,6 +62,25 @@ def test_the_table_is_honest_about_noise():
     table = render_heldout_table([out])
     assert "| base | 6/6 | 18 |" in table and "| iter_1 | 6/6 | 18 (0 failed) |" in table and "100% |" in table
     assert "no difference distinguishable from zero" in table
+    assert "cut off at max_tokens" not in table  # outcomes from before the count: no line
+    cut = summarize_outcomes({**_outcomes(base), "cut_off": {"kept": 3, "lost": 1}},
+                             {**_outcomes(trained), "cut_off": {"kept": 5, "lost": 0}}, h)
+    cut.update(prompts={"source": "labelled:heldout", "n": 6, "pairs": 18}, leaked=0)
+    assert ("complete lines / left without a rubric: base 3 / 1, iter_1 5 / 0."
+            in render_heldout_table([cut]))
+
+
+def test_cut_off_answers_are_counted_from_the_journal(tmp_path):
+    from rubric_reward.recipes.generator_dpo.heldout import _cut_off
+
+    path = tmp_path / "rubrics.jsonl"
+    rows = [{"id": "a", "ok": True, "repairs": ["named the rubric",
+                                                 "kept the complete lines of an answer cut off at max_tokens=128"]},
+            {"id": "b", "ok": False, "error": "no usable rubric after 2 ask(s): the answer was cut off at "
+                                              "max_tokens=128"},
+            {"id": "c", "ok": True, "repairs": []}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert _cut_off(path) == {"kept": 1, "lost": 1}
 
 
 def test_degenerate_responses_and_the_exploitable_rule():

@@ -24,7 +24,8 @@ class GenerationConfig:
     worked example, a format a small local model can follow (DPO targets use the same format).
     ``checks``: offer programmatic checks (a menu of IFEval checks in the instructions, a ``check``
     field in the schema, ``[check]`` lines in the list format); answers may carry checks either way.
-    ``ground_checks``: a check's settings are the task's own (:mod:`~rubric_reward.generation.grounding`)."""
+    ``ground_checks``: a check's settings are the task's own (:mod:`~rubric_reward.generation.grounding`).
+    ``keep_complete_lines``: a list answer cut off at ``max_tokens`` keeps its complete lines."""
 
     level: str = field(default="instance", metadata={
         "help": "a rubric per prompt (instance) or one for a dataset sample (dataset)",
@@ -43,6 +44,10 @@ class GenerationConfig:
     ground_checks: bool = field(default=False, metadata={
         "help": "take a check's settings from the task (its counts, listed words, quoted phrase) and drop a "
                 "check the task gives no value for (generation/grounding.py)"})
+    keep_complete_lines: bool = field(default=False, metadata={
+        "help": "format list: an answer cut off at max_tokens is read without its unfinished last line (recorded "
+                "as a repair) instead of being asked again; a small generator that loops on a line is cut off "
+                "after it has written its list"})
 
     def __post_init__(self) -> None:
         check_fields(self, "generation")

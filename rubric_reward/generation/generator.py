@@ -28,7 +28,7 @@ from ..judges.config import JudgeConfig
 from ..judges.judge import Judge, as_judges
 from ..rubric import Rubric, RubricError
 from .config import GenerationConfig
-from .parsing import parse_rubric, slug
+from .parsing import CUT_OFF_KEPT, complete_lines, parse_rubric, slug
 from .templates import (generation_messages, reask_messages, rubric_schema, task_text,
                         template_fingerprint_parts)
 
@@ -136,8 +136,9 @@ class RubricGenerator(SyncFacade):
         from ..judges.fingerprint import judge_fingerprint
 
         settings = {k: v for k, v in asdict(self.config).items() if k != "concurrency"}  # operational only
-        if not settings["ground_checks"]:
-            del settings["ground_checks"]  # fingerprints made before the field existed stay valid
+        for added in ("ground_checks", "keep_complete_lines"):
+            if not settings[added]:
+                del settings[added]  # fingerprints made before the field existed stay valid
         blob = {"judge": judge_fingerprint(self.judge.config), "config": settings,
                 **template_fingerprint_parts(self.config)}
         return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -162,15 +163,21 @@ class RubricGenerator(SyncFacade):
                 return GeneratedRubric(prompt_id, None, reply.text, f"generator call failed: {reply.error}",
                                        attempts, (), sample_index, cost, pt, ct, cached)
             last_text = reply.text
-            if reply.finish_reason == "length":
+            cut = reply.finish_reason == "length"
+            kept = cut and cfg.keep_complete_lines and cfg.format == "list"
+            text = complete_lines(reply.text) if kept else reply.text
+            if cut and not kept:
                 problem = f"the answer was cut off at max_tokens={cfg.max_tokens}"
             else:
                 try:
-                    rubric, repairs = parse_rubric(reply.text, config=cfg, name=name, task=task)
+                    rubric, repairs = parse_rubric(text, config=cfg, name=name, task=task)
+                    if kept:
+                        repairs.append(f"{CUT_OFF_KEPT}={cfg.max_tokens}")
                     return GeneratedRubric(prompt_id, rubric, reply.text, None, attempts, tuple(repairs),
                                            sample_index, cost, pt, ct, cached)
                 except RubricError as exc:
-                    problem = str(exc)
+                    problem = str(exc) + (" (in the complete lines of an answer cut off at "
+                                          f"max_tokens={cfg.max_tokens})" if kept else "")
             if round_ < cfg.reasks:
                 messages = reask_messages(messages, reply.text, problem, cfg.format)
         return GeneratedRubric(prompt_id, None, last_text, f"no usable rubric after {attempts} ask(s): {problem}",

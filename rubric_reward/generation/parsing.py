@@ -21,7 +21,7 @@ from .answers import json_values, strip_think
 from .config import GenerationConfig
 from .grounding import ground_check
 
-__all__ = ["check_spec_text", "parse_check_spec", "parse_rubric", "rubric_text", "slug"]
+__all__ = ["CUT_OFF_KEPT", "check_spec_text", "complete_lines", "parse_check_spec", "parse_rubric", "rubric_text", "slug"]
 
 _DECODER = json.JSONDecoder()
 _CHECK_ITEM = re.compile(r"\[check\]\s*", re.I)
@@ -117,6 +117,16 @@ def _extract_list(text: str) -> list[dict[str, Any]]:
         elif len(item) > 3 and weight != 0:
             items.append({"requirement": item, "weight": weight})
     return items
+
+
+CUT_OFF_KEPT = "kept the complete lines of an answer cut off at max_tokens"  # the repair's words
+
+
+def complete_lines(text: str | None) -> str:
+    """``text`` without what follows its last line break: the unfinished line of an answer cut off
+    at max_tokens (an answer that ends with a line break loses nothing)."""
+    text = text or ""
+    return text[:text.rfind("\n") + 1]
 
 
 def slug(text: str, fallback: str) -> str:

@@ -85,7 +85,7 @@ def generator_outcomes(spec: Any, rows: Sequence[Any], config: Any, folder: Path
                      samples=h.samples, progress=config.progress)
     rubrics = _read_rubrics(folder / "rubrics.jsonl")
     result = asyncio.run(_score_all(rows, rubrics, h.judge or config.meta_judge, h, cache))
-    result.update(key=key, generator=gen.name)
+    result.update(key=key, generator=gen.name, cut_off=_cut_off(folder / "rubrics.jsonl"))
     write_atomic(outcomes_file, json.dumps(result, default=str) + "\n")
     return result
 
@@ -98,6 +98,16 @@ def _read_rubrics(path: Path) -> dict[tuple[str, int], tuple[Rubric | None, str 
         rubric = Rubric.from_obj(row["rubric"], source=f"{path}: {row['id']}") if row.get("ok") else None
         out[(str(row["id"]), int(row.get("sample_index", 0)))] = (rubric, row.get("error"))
     return out
+
+
+def _cut_off(path: Path) -> dict[str, int]:
+    """Answers cut off at max_tokens: ``kept`` (read from their complete lines) and ``lost`` (no rubric)."""
+    from ...generation.parsing import CUT_OFF_KEPT
+    from ...rows import numbered_jsonl_rows
+
+    rows = [row for _, row in numbered_jsonl_rows(path)]
+    return {"kept": sum(any(str(r).startswith(CUT_OFF_KEPT) for r in row.get("repairs") or ()) for row in rows),
+            "lost": sum("cut off at max_tokens" in str(row.get("error") or "") for row in rows)}
 
 
 async def _score_all(rows: Sequence[Any], rubrics: Mapping[tuple[str, int], tuple[Rubric | None, str | None]],
@@ -156,6 +166,7 @@ def _rubric_stats(outcomes: Mapping[str, Any]) -> dict[str, Any]:
     ok = [r for r in rubrics if r["ok"]]
     n_crit = sum(r["n_criteria"] for r in ok)
     return {"rubrics": len(rubrics), "valid": len(ok), "validity": len(ok) / len(rubrics) if rubrics else None,
+            "cut_off": outcomes.get("cut_off"),
             "mean_criteria": n_crit / len(ok) if ok else None,
             "checkable_share": sum(r["n_checks"] for r in ok) / n_crit if n_crit else None,
             "exploitable": sum(1 for r in ok if r["exploitable"]),
@@ -249,6 +260,12 @@ def render_heldout_table(results: Sequence[Mapping[str, Any]]) -> str:
     for i, r in enumerate(results, 1):
         lines.append(row(f"iter_{i}", r["trained"], r))
     lines += [""] + [f"- iter_{i}: {r['verdict']}." for i, r in enumerate(results, 1)]
+    cut = [(name, g["cut_off"]) for name, g in [("base", first["base"])] + [(f"iter_{i}", r["trained"])
+                                                                            for i, r in enumerate(results, 1)]
+           if g.get("cut_off")]
+    if cut:
+        lines.append("- Answers cut off at max_tokens, read from their complete lines / left without a rubric: "
+                     + ", ".join(f"{name} {c['kept']} / {c['lost']}" for name, c in cut) + ".")
     leaked = [i for i, r in enumerate(results, 1) if r.get("leaked")]
     if leaked:
         lines.append(f"- Warning: held-out prompts are among the training prompts ({results[0]['leaked']}): "
