@@ -409,3 +409,19 @@ def test_complete_lines_drops_only_an_unfinished_last_line():
     assert complete_lines("1. a [2]\n2. b") == "1. a [2]\n"
     assert complete_lines("1. a [2]\n") == "1. a [2]\n"
     assert complete_lines("no line break") == "" and complete_lines(None) == ""
+
+
+def test_a_cut_off_answer_is_never_stored_in_the_reply_cache_even_when_its_lines_are_read(tmp_path):
+    from rubric_reward.judges.cache import SQLiteCache
+
+    kept_cfg = GenerationConfig(format="list", min_criteria=1, max_criteria=6, keep_complete_lines=True)
+    with _server(router(), faults=FaultPlan(fixed={1: _cut_reply(LOOPING)})) as srv, \
+            SQLiteCache(tmp_path / "c.sqlite") as cache:
+        gen = RubricGenerator(JudgeConfig(model="gen", base_url=srv.base_url), config=kept_cfg, cache=cache)
+        first = gen.generate("Explain recursion to a child.")
+        again = gen.generate("Explain recursion to a child.")
+        third = gen.generate("Explain recursion to a child.")
+        gen.close()
+        assert srv.requests == 2  # the cache holds clean successes only: the cut answer was asked again
+    assert first.ok and len(first.rubric) == 2 and not again.cached and third.cached
+    assert again.rubric == third.rubric and len(again.rubric) > 2

@@ -163,30 +163,36 @@ class RubricGenerator(SyncFacade):
                 return GeneratedRubric(prompt_id, None, reply.text, f"generator call failed: {reply.error}",
                                        attempts, (), sample_index, cost, pt, ct, cached)
             last_text = reply.text
-            cut = reply.finish_reason == "length"
-            kept = cut and cfg.keep_complete_lines and cfg.format == "list"
-            text = complete_lines(reply.text) if kept else reply.text
-            if cut and not kept:
-                problem = f"the answer was cut off at max_tokens={cfg.max_tokens}"
-            else:
-                try:
-                    rubric, repairs = parse_rubric(text, config=cfg, name=name, task=task)
-                    if kept:
-                        repairs.append(f"{CUT_OFF_KEPT}={cfg.max_tokens}")
-                    return GeneratedRubric(prompt_id, rubric, reply.text, None, attempts, tuple(repairs),
-                                           sample_index, cost, pt, ct, cached)
-                except RubricError as exc:
-                    problem = str(exc) + (" (in the complete lines of an answer cut off at "
-                                          f"max_tokens={cfg.max_tokens})" if kept else "")
+            try:
+                rubric, repairs = self._read(reply, name, task)
+                return GeneratedRubric(prompt_id, rubric, reply.text, None, attempts, tuple(repairs),
+                                       sample_index, cost, pt, ct, cached)
+            except RubricError as exc:
+                problem = str(exc)
             if round_ < cfg.reasks:
                 messages = reask_messages(messages, reply.text, problem, cfg.format)
         return GeneratedRubric(prompt_id, None, last_text, f"no usable rubric after {attempts} ask(s): {problem}",
                                attempts, (), sample_index, cost, pt, ct, cached)
 
+    def _read(self, reply: ChatReply, name: str, task: str | None) -> tuple[Rubric, list[str]]:
+        """The rubric in ``reply`` and the repairs made, or :class:`RubricError` saying why there is none."""
+        cfg = self.config
+        cut = reply.finish_reason == "length"
+        if cut and not (cfg.keep_complete_lines and cfg.format == "list"):
+            raise RubricError(f"the answer was cut off at max_tokens={cfg.max_tokens}")
+        if not cut:
+            return parse_rubric(reply.text, config=cfg, name=name, task=task)
+        try:
+            rubric, repairs = parse_rubric(complete_lines(reply.text), config=cfg, name=name, task=task)
+        except RubricError as exc:
+            raise RubricError(f"{exc} (in the complete lines of an answer cut off at max_tokens={cfg.max_tokens})") \
+                from None
+        return rubric, [*repairs, f"{CUT_OFF_KEPT}={cfg.max_tokens}"]
+
     def _acceptor(self, name: str, task: str | None) -> Callable[[ChatReply], bool]:
-        def accept(reply: ChatReply) -> bool:  # cache only answers that parse: a broken one is asked again
+        def accept(reply: ChatReply) -> bool:  # cache only answers that give a rubric: a broken one is asked again
             try:
-                parse_rubric(reply.text, config=self.config, name=name, task=task)
+                self._read(reply, name, task)
                 return True
             except RubricError:
                 return False
