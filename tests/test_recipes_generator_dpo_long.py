@@ -42,6 +42,7 @@ def test_the_chosen_likelihood_term_reaches_dpo_config(name):
         assert config.preferences.pairs_per_prompt == 4  # 3 pairs a draw with 1 (a losing seed), 8-14 with 4
         assert config.preferences.k == 24  # 8-14 pairs a draw with k 16, the interval touching 0 on 8 and 10
         assert config.generation.keep_complete_lines  # validity fell on 2 of 4 seeds without it (cut-off answers)
+        assert training.precompute_ref_log_probs  # the same adapter (test_recipes_generator_dpo_train), less time
         assert config.heldout.prompts.startswith("labelled:heldout:") and \
             config.heldout.prompts.endswith("rubric_reward/data/labelled/heldout_pool.jsonl")
 

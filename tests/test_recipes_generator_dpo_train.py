@@ -117,6 +117,23 @@ def test_dpo_step_with_lora_changes_the_adapter_and_merges(tmp_path, tiny_model)
     assert not any("lora" in k for k in new.state_dict())
 
 
+def test_precomputed_reference_log_probs_train_the_same_adapter(tmp_path, tiny_model):
+    """offline_grounded.yaml precomputes the reference log-probs (once, not every epoch): the same math."""
+    from safetensors.torch import load_file
+
+    data = _save(_pairs(4), tmp_path / "pairs")
+    weights = {}
+    for pre in ("false", "true"):
+        script, training, model = parse_args([
+            "--config", str(TINY), "--model_name_or_path", str(tiny_model), "--dataset_path", str(data),
+            "--output_dir", str(tmp_path / pre), "--precompute_ref_log_probs", pre, "--loss_type", "sigmoid", "sft",
+            "--loss_weights", "1.0", "1.0", "--lora_dropout", "0.05", "--per_device_train_batch_size", "1",
+            "--gradient_accumulation_steps", "2"])
+        weights[pre] = load_file(str(train(script, training, model) / "adapter_model.safetensors"))
+    assert weights["true"].keys() == weights["false"].keys()
+    assert all(weights["true"][k].equal(weights["false"][k]) for k in weights["true"])
+
+
 @pytest.mark.parametrize("name", ["offline_default", "qwen3_14b_paper", "tiny"])
 def test_shipped_configs_parse_for_training_and_the_loop(name, tmp_path):
     from rubric_reward.recipes.generator_dpo.loop import load_loop_config
