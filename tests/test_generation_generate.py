@@ -349,6 +349,14 @@ def test_cli_generate_format_and_checks_flags(tmp_path, capsys):
     row = json.loads((tmp_path / "r.jsonl").read_text())
     assert row["ok"] and row["rubric"]["criteria"][1]["check"] == "ifeval:punctuation:no_comma"
 
+    with _server(router(), faults=FaultPlan(fixed={1: _cut_reply(LOOPING)})) as srv:
+        code = main(["generate", "--input", str(src), "--generator", "gen", "--base-url", srv.base_url,
+                     "--format", "list", "--keep-complete-lines", "--out", str(tmp_path / "k.jsonl"), "--quiet",
+                     "--min-criteria", "1"])
+        assert code == 0 and srv.requests == 1, capsys.readouterr().err
+    row = json.loads((tmp_path / "k.jsonl").read_text())
+    assert row["ok"] and len(row["rubric"]["criteria"]) == 2 and row["repairs"][-1].startswith("kept the complete")
+
 
 def test_generate_defaults_to_the_list_format_for_a_local_generator():
     import argparse

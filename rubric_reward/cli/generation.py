@@ -58,7 +58,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                               dataset_sample=args.sample, seed=args.seed,
                               max_tokens=args.max_tokens or (256 if form == "list" else 1024),
                               concurrency=args.concurrency, format=form, checks=args.checks,
-                              ground_checks=args.ground_checks)
+                              ground_checks=args.ground_checks, keep_complete_lines=args.keep_complete_lines)
     cache: Any = None if args.no_cache else (args.cache or "auto")
     try:
         summary = generate_rubrics(args.input, args.out, generator=generator, config=config,
@@ -101,6 +101,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--ground-checks", action="store_true",
                    help="take each check's settings from the task (counts, listed words, quoted phrase) and drop a "
                    "check the task gives no value for")
+    p.add_argument("--keep-complete-lines", action="store_true",
+                   help="list format: read an answer cut off at --max-tokens from its complete lines instead of "
+                   "asking again")
     p.add_argument("--sample", type=int, default=16, help="dataset level: prompts shown to the generator")
     p.add_argument("--seed", type=int, default=0, help="dataset level: seed of the prompt sample")
     p.add_argument("--max-tokens", type=int, help="generation budget per rubric (default 1024; 256 in the list format)")
