@@ -28,7 +28,7 @@ from ..judges.config import JudgeConfig
 from ..judges.judge import Judge, as_judges
 from ..rubric import Rubric, RubricError
 from .config import GenerationConfig
-from .parsing import CUT_OFF_KEPT, complete_lines, parse_rubric, slug
+from .parsing import CUT_OFF, CUT_OFF_KEPT, complete_lines, parse_rubric, slug
 from .templates import (generation_messages, reask_messages, rubric_schema, task_text,
                         template_fingerprint_parts)
 
@@ -179,14 +179,13 @@ class RubricGenerator(SyncFacade):
         cfg = self.config
         cut = reply.finish_reason == "length"
         if cut and not (cfg.keep_complete_lines and cfg.format == "list"):
-            raise RubricError(f"the answer was cut off at max_tokens={cfg.max_tokens}")
+            raise RubricError(f"the answer was {CUT_OFF}={cfg.max_tokens}")
         if not cut:
             return parse_rubric(reply.text, config=cfg, name=name, task=task)
         try:
             rubric, repairs = parse_rubric(complete_lines(reply.text), config=cfg, name=name, task=task)
         except RubricError as exc:
-            raise RubricError(f"{exc} (in the complete lines of an answer cut off at max_tokens={cfg.max_tokens})") \
-                from None
+            raise RubricError(f"{exc} (in the complete lines of an answer {CUT_OFF}={cfg.max_tokens})") from None
         return rubric, [*repairs, f"{CUT_OFF_KEPT}={cfg.max_tokens}"]
 
     def _acceptor(self, name: str, task: str | None) -> Callable[[ChatReply], bool]:

@@ -21,7 +21,8 @@ from .answers import json_values, strip_think
 from .config import GenerationConfig
 from .grounding import ground_check
 
-__all__ = ["CUT_OFF_KEPT", "check_spec_text", "complete_lines", "parse_check_spec", "parse_rubric", "rubric_text", "slug"]
+__all__ = ["CUT_OFF", "CUT_OFF_KEPT", "check_spec_text", "complete_lines", "parse_check_spec", "parse_rubric",
+           "rubric_text", "slug"]
 
 _DECODER = json.JSONDecoder()
 _CHECK_ITEM = re.compile(r"\[check\]\s*", re.I)
@@ -119,7 +120,8 @@ def _extract_list(text: str) -> list[dict[str, Any]]:
     return items
 
 
-CUT_OFF_KEPT = "kept the complete lines of an answer cut off at max_tokens"  # the repair's words
+CUT_OFF = "cut off at max_tokens"  # the words every cut-off message and repair holds (counted by held-out reports)
+CUT_OFF_KEPT = f"kept the complete lines of an answer {CUT_OFF}"  # the repair's words
 
 
 def complete_lines(text: str | None) -> str:

@@ -101,13 +101,14 @@ def _read_rubrics(path: Path) -> dict[tuple[str, int], tuple[Rubric | None, str 
 
 
 def _cut_off(path: Path) -> dict[str, int]:
-    """Answers cut off at max_tokens: ``kept`` (read from their complete lines) and ``lost`` (no rubric)."""
-    from ...generation.parsing import CUT_OFF_KEPT
+    """Rubrics read from an answer cut off at max_tokens (``kept``) and rows left without a rubric whose last
+    answer was cut off (``lost``)."""
+    from ...generation.parsing import CUT_OFF, CUT_OFF_KEPT
     from ...rows import numbered_jsonl_rows
 
     rows = [row for _, row in numbered_jsonl_rows(path)]
     return {"kept": sum(any(str(r).startswith(CUT_OFF_KEPT) for r in row.get("repairs") or ()) for row in rows),
-            "lost": sum("cut off at max_tokens" in str(row.get("error") or "") for row in rows)}
+            "lost": sum(CUT_OFF in str(row.get("error") or "") for row in rows)}
 
 
 async def _score_all(rows: Sequence[Any], rubrics: Mapping[tuple[str, int], tuple[Rubric | None, str | None]],
@@ -260,12 +261,11 @@ def render_heldout_table(results: Sequence[Mapping[str, Any]]) -> str:
     for i, r in enumerate(results, 1):
         lines.append(row(f"iter_{i}", r["trained"], r))
     lines += [""] + [f"- iter_{i}: {r['verdict']}." for i, r in enumerate(results, 1)]
-    cut = [(name, g["cut_off"]) for name, g in [("base", first["base"])] + [(f"iter_{i}", r["trained"])
-                                                                            for i, r in enumerate(results, 1)]
-           if g.get("cut_off")]
-    if cut:
+    sides = [("base", first["base"])] + [(f"iter_{i}", r["trained"]) for i, r in enumerate(results, 1)]
+    cut = [f"{name} {g['cut_off']['kept']} / {g['cut_off']['lost']}" for name, g in sides if g.get("cut_off")]
+    if cut:  # outcomes written before the count have none
         lines.append("- Answers cut off at max_tokens, read from their complete lines / left without a rubric: "
-                     + ", ".join(f"{name} {c['kept']} / {c['lost']}" for name, c in cut) + ".")
+                     + ", ".join(cut) + ".")
     leaked = [i for i, r in enumerate(results, 1) if r.get("leaked")]
     if leaked:
         lines.append(f"- Warning: held-out prompts are among the training prompts ({results[0]['leaked']}): "
