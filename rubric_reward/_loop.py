@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["LoopSessions", "LoopThread", "SyncFacade", "close_on_owner"]
+__all__ = ["LoopSessions", "LoopThread", "SyncFacade", "close_detached", "close_on_owner"]
 
 T = TypeVar("T")
 log = logging.getLogger("rubric_reward")
@@ -191,8 +191,9 @@ async def _call(close: Callable[[], Awaitable[Any]]) -> None:
 
 
 class LoopSessions:
-    """One aiohttp session per event loop (a session cannot cross loops), made by ``factory()``;
-    ``aclose()`` closes each on the loop it lives on."""
+    """One client session per event loop (a session cannot cross loops), made by ``factory()``: an aiohttp
+    ``ClientSession`` or any object with ``closed``, ``async close()`` and ``close_detached()``; ``aclose()``
+    closes each on the loop it lives on."""
 
     def __init__(self, factory: Callable[[], Any]):
         self._factory = factory
@@ -212,11 +213,12 @@ class LoopSessions:
                 continue
             if loop.is_running():
                 await close_on_owner(loop, session.close)
-            else:  # its loop is gone (an ``asyncio.run`` that has returned): close its connector here
-                _close_detached(session)
+            else:  # its loop is gone (an ``asyncio.run`` that has returned): close its connections here
+                own = getattr(session, "close_detached", None)
+                own() if own is not None else close_detached(session)
 
 
-def _close_detached(session: Any) -> None:
+def close_detached(session: Any) -> None:
     """Close the connections of a session whose loop has stopped, without that loop: the connector's
     transports are closed now (no "Unclosed connector" warning later), and the session forgets it."""
     connector = getattr(session, "connector", None)
