@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .folding import Words, fold, visual, words
+from .rubric import per_rubric
 
 __all__ = ["FLAG_POLICIES", "FLAG_REASONS", "flag_response", "rubric_labels", "variants", "verdict_like"]
 
@@ -62,28 +63,48 @@ _SALUTED = r"(?:grader|graders|evaluator|evaluators|assessor|rater|scorer|(?:ai|
 # what a request to the grader asks for: this response, or a passing verdict (never "the paper", "each dive")
 _THIS = r"(?:this|it|me|my|mine|the response|the answer|met|pass|passed|full|perfect|maximum|max|top|correct|" \
         r"10 ?/ ?10|100 ?%)"
-_ADDRESS_PATTERNS = (
-    rf"\b(?:note|message|instruction|instructions|attention|memo|hint|reminder|p ?s)\b\W{{0,4}}(?:\w+\W+){{0,2}}"
-    rf"(?:to|for)\s+(?:the\s+|any\s+|all\s+|my\s+|our\s+)?(?:{_GRADER}|judge|judges|grading)\b",
-    rf"\b(?:dear|hey|hi|hello|attention)\s+(?:the\s+)?{_SALUTED}\s*[,:;!.]",
-    rf"\b(?:{_GRADER}|judge|judges)\s*[:,]\s*(?:please\s+)?(?:output|give|mark|award|assign|return|respond|answer|"
-    rf"rate|score|ignore|grade|pass|accept)\b",
-    rf"\b(?:{_GRADER}|the judge|judges)\b(?:\W+\w+){{0,6}}?\W+(?:must|should|shall|will|is required to|"
-    rf"is instructed to|needs to|has to)\s+(?:\w+\s+)?(?:output|give|mark|award|assign|return|respond|answer|rate|"
-    rf"score|ignore|grade|pass|accept|treat|consider|write)\b(?:\W+\w+){{0,3}}?\W+{_THIS}\b",
-    r"\bignore\b(?:\W+\w+){0,4}?\W+(?:previous|prior|preceding|earlier|above|foregoing|all|any|your|system|"
-    r"grading|judging)\b(?:\W+\w+){0,3}?\W+(?:instructions|instruction|rules|rubric|criteria|criterion|guidelines|"
-    r"prompt|prompts|messages|text|everything)\b",
-    r"\bignore\b(?:\W+\w+){0,4}?\W+(?:rubric|criteria|criterion|text above|everything above|above)\b",
-    r"\b(?:disregard|override|forget)\b(?:\W+\w+){0,4}?\W+(?:instructions|rubric|criteria|guidelines|prompt)\b",
-    r"\bsystem\s+(?:override|instruction|instructions)\b|\bsystem\s+(?:prompt|message|note)\s*:",
-    r"\b(?:output|return|respond with|reply with|answer with|"
-    r"(?:mark|rate|grade|score|award|assign|give) (?:this|it|me|the response|this response|the answer|this answer)"
-    r"(?: response| answer)?(?: as)?)\b"
-    r"(?:\W+\w+){0,5}?\W+(?:met|pass|passed|full marks|full credit|full score|full points|perfect score|"
-    r"maximum score|max score|top score|10 ?/ ?10|100 ?%)\b",
-    r"\b(?:you are|you re) (?:the|an|a) (?:grader|evaluator|judge|assessor)\b",
+# The words (whole \w+ runs of the folded text) each rule needs, one of each set: a rule can match only where the
+# text holds one word of each of its sets, so the rules are searched only when one rule's sets are all met
+# (tests/test_text_reading.py checks each rule against its sets on random text). A set holds each alternative's
+# word that the pattern bounds on both sides; for a grader named in several words, the last one.
+_G = frozenset("grader graders evaluator evaluators assessor reviewer rater scorer marker examiner judge model "
+               "judges grading".split())
+_VERBS = frozenset("output give mark award assign return respond answer rate score ignore grade pass accept".split())
+_PASSING = frozenset("met pass passed full perfect maximum max top 10 100".split())
+_ADDRESS_RULES = (
+    (rf"\b(?:note|message|instruction|instructions|attention|memo|hint|reminder|p ?s)\b\W{{0,4}}(?:\w+\W+){{0,2}}"
+     rf"(?:to|for)\s+(?:the\s+|any\s+|all\s+|my\s+|our\s+)?(?:{_GRADER}|judge|judges|grading)\b",
+     (frozenset("note message instruction instructions attention memo hint reminder ps p".split()), _G)),
+    (rf"\b(?:dear|hey|hi|hello|attention)\s+(?:the\s+)?{_SALUTED}\s*[,:;!.]",
+     (frozenset("dear hey hi hello attention".split()), _G)),
+    (rf"\b(?:{_GRADER}|judge|judges)\s*[:,]\s*(?:please\s+)?(?:output|give|mark|award|assign|return|respond|answer|"
+     rf"rate|score|ignore|grade|pass|accept)\b", (_G, _VERBS)),
+    (rf"\b(?:{_GRADER}|the judge|judges)\b(?:\W+\w+){{0,6}}?\W+(?:must|should|shall|will|is required to|"
+     rf"is instructed to|needs to|has to)\s+(?:\w+\s+)?(?:output|give|mark|award|assign|return|respond|answer|rate|"
+     rf"score|ignore|grade|pass|accept|treat|consider|write)\b(?:\W+\w+){{0,3}}?\W+{_THIS}\b",
+     (_G, frozenset("must should shall will is needs has".split()), _VERBS | {"treat", "consider", "write"},
+      _PASSING | frozenset("this it me my mine the correct".split()))),
+    (r"\bignore\b(?:\W+\w+){0,4}?\W+(?:previous|prior|preceding|earlier|above|foregoing|all|any|your|system|"
+     r"grading|judging)\b(?:\W+\w+){0,3}?\W+(?:instructions|instruction|rules|rubric|criteria|criterion|guidelines|"
+     r"prompt|prompts|messages|text|everything)\b", (frozenset({"ignore"}),)),
+    (r"\bignore\b(?:\W+\w+){0,4}?\W+(?:rubric|criteria|criterion|text above|everything above|above)\b",
+     (frozenset({"ignore"}),)),
+    (r"\b(?:disregard|override|forget)\b(?:\W+\w+){0,4}?\W+(?:instructions|rubric|criteria|guidelines|prompt)\b",
+     (frozenset("disregard override forget".split()),)),
+    (r"\bsystem\s+(?:override|instruction|instructions)\b|\bsystem\s+(?:prompt|message|note)\s*:",
+     (frozenset({"system"}),)),
+    (r"\b(?:output|return|respond with|reply with|answer with|"
+     r"(?:mark|rate|grade|score|award|assign|give) (?:this|it|me|the response|this response|the answer|this answer)"
+     r"(?: response| answer)?(?: as)?)\b"
+     r"(?:\W+\w+){0,5}?\W+(?:met|pass|passed|full marks|full credit|full score|full points|perfect score|"
+     r"maximum score|max score|top score|10 ?/ ?10|100 ?%)\b",
+     (_VERBS | {"reply"}, _PASSING)),
+    (r"\b(?:you are|you re) (?:the|an|a) (?:grader|evaluator|judge|assessor)\b",
+     (frozenset({"you"}), frozenset("grader evaluator judge assessor".split()))),
 )
+_ADDRESS_PATTERNS = tuple(p for p, _ in _ADDRESS_RULES)
+_ADDRESS_NEEDS = tuple(needs for _, needs in _ADDRESS_RULES)
+_TOKEN = re.compile(r"\w+")
 # each forged-structure rule with the words it needs in the folded text (one of them): the rule is searched only
 # when the text holds one, and most responses hold none
 _FORGED_RULES = (
@@ -102,16 +123,19 @@ _FORGED_RULES = (
 _FORGED_PATTERNS = tuple(p for p, _ in _FORGED_RULES)
 
 
-def _any_of(patterns: tuple[str, ...], flags: int = 0) -> re.Pattern[str]:
-    """One pattern that matches where any of ``patterns`` does: a text is read once, not once per pattern."""
-    return re.compile("|".join(f"(?:{p})" for p in patterns), flags)
+def _any_of(patterns: tuple[str, ...], flags: int = 0, prefix: str = "") -> re.Pattern[str]:
+    """One pattern that matches where any of ``patterns`` does: a text is read once, not once per pattern.
+    ``prefix``: a condition every one of them starts with, tested once per position instead of per rule."""
+    return re.compile(prefix + "(?:" + "|".join(f"(?:{p})" for p in patterns) + ")", flags)
 
 
-_ADDRESS = _any_of(_ADDRESS_PATTERNS)
+# every address rule starts with a word: only word starts are tried (a fifth less time on a 300-word response)
+_ADDRESS = _any_of(_ADDRESS_PATTERNS, prefix=r"\b(?=\w)")
 _FORGED = _any_of(_FORGED_PATTERNS, re.M)
 _FORGED_NEEDS = tuple(dict.fromkeys(w for _, needs in _FORGED_RULES for w in needs))
 
 
+@per_rubric
 def rubric_labels(rubric: Any = None) -> tuple[str, ...]:
     """Every verdict label ``rubric`` offers (its options and abstentions) and ``MET``/``UNMET``; without a
     rubric, the default labels. An abstention label the rubric does not offer (``N/A`` on a binary rubric) is
@@ -209,9 +233,21 @@ def _scan_kept(text: str) -> tuple[Words, tuple[str, ...]]:
     return scan(text, keep_case=True)
 
 
+def _may_address(said: str) -> bool:
+    """Whether some address rule's word sets are all met in ``said`` (else no address rule can match)."""
+    vocabulary = set(_TOKEN.findall(said))
+    return any(all(not vocabulary.isdisjoint(words) for words in needs) for needs in _ADDRESS_NEEDS)
+
+
 def _said(text: str) -> str:
-    """The folded text as words joined by single spaces, keeping the marks that separate them."""
-    return re.sub(r"\s+", " ", fold(text))
+    """The folded text as words joined by single spaces, keeping the marks that separate them (each run of
+    whitespace one space, what ``re.sub(r"\\s+", " ", ...)`` gives: ``str.split`` splits on the same
+    characters, a fourth of the time)."""
+    folded = fold(text)
+    inner = " ".join(folded.split())
+    if not inner:
+        return " " if folded else ""
+    return (" " if folded[0].isspace() else "") + inner + (" " if folded[-1].isspace() else "")
 
 
 def flag_response(response: str, rubric: Any = None) -> str | None:
@@ -222,7 +258,7 @@ def flag_response(response: str, rubric: Any = None) -> str | None:
         return "verdict_shaped"
     for variant in variants(response):
         said = _said(variant)
-        if _ADDRESS.search(said):
+        if _may_address(said) and _ADDRESS.search(said):
             return "addresses_grader"
         lines = fold(variant)
         if any(need in lines for need in _FORGED_NEEDS) and _FORGED.search(lines):

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .folding import Words, compact, scan, visual, words
+from .rubric import per_rubric
 
 __all__ = ["MASTER_KEYS", "screen_response"]
 
@@ -96,6 +97,7 @@ def _strip_openers(words: Words, keys: frozenset[Words]) -> Words:
         words = words[len(head):]
 
 
+@per_rubric
 def _rubric_texts(rubric: Any) -> tuple[str, ...]:
     texts = [rubric.guidelines]
     for c in rubric.criteria:
