@@ -59,7 +59,8 @@ def _unit(words: Words) -> Words:
     """The shortest unit that ``words`` repeats (``words`` itself when it repeats none)."""
     n = len(words)
     for size in range(1, n // 2 + 1):
-        if n % size == 0 and words[:size] * (n // size) == words:
+        # words[size] == words[0] holds for any unit of ``size`` (n >= 2 x size): a cheap first test
+        if n % size == 0 and words[size] == words[0] and words[:size] * (n // size) == words:
             return words[:size]
     return words
 

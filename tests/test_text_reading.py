@@ -2,9 +2,11 @@
 
 ``folding.scan`` splits on its captured word pattern instead of walking the matches; the flag's address and
 forged-structure rules are each one alternation instead of a list searched in turn (the forged ones only
-when the text holds one of the words they need); ``verdict_like`` skips a
-label whose first word the response does not hold. Each is checked here against the plain form on random text
-built from the characters and words the rules care about.
+when the text holds one of the words they need, the address ones only when one rule's word sets are all met);
+``verdict_like`` skips a label whose first word the response does not hold; ``_said`` joins whitespace with
+``str.split``; the screen's repeated unit tests one word before comparing whole runs; a rubric's labels and texts
+are memoised per object. Each is checked here against the plain form on random text built from the characters
+and words the rules care about.
 """
 
 from __future__ import annotations
@@ -174,3 +176,20 @@ def test_per_rubric_memo_is_per_object_and_never_stale():
     duck = type("Duck", (), {"criteria": []})()
     names(duck), names(duck)  # not a Rubric: computed afresh each time
     assert len(calls) == 4
+
+
+def test_the_repeated_unit_is_found_as_the_plain_search_finds_it():
+    from rubric_reward.screening import _unit
+
+    def plain(words):
+        n = len(words)
+        for size in range(1, n // 2 + 1):
+            if n % size == 0 and words[:size] * (n // size) == words:
+                return words[:size]
+        return words
+
+    rng = random.Random(9)
+    for _ in range(20000):
+        base = tuple(rng.choice("abc") for _ in range(rng.randint(0, 4)))
+        words = base * rng.randint(0, 5) + tuple(rng.choice("ab") for _ in range(rng.randint(0, 2)))
+        assert _unit(words) == plain(words), words
