@@ -24,7 +24,7 @@ import json
 import re
 import unicodedata
 
-__all__ = ["Words", "compact", "confusable", "fold", "scan", "skeleton", "visual", "words"]
+__all__ = ["Words", "compact", "confusable", "fold", "scan", "skeleton", "visual", "vocabulary", "words"]
 
 Words = tuple[str, ...]
 
@@ -117,6 +117,12 @@ def words(text: str, *, keep_case: bool = False) -> Words:
     if text.isascii():
         return tuple(_ASCII_WORD.findall(text if keep_case else text.lower()))
     return scan(text, keep_case=keep_case)[0]
+
+
+@functools.lru_cache(maxsize=256)
+def vocabulary(text: str) -> frozenset[str]:
+    """The distinct folded words of ``text``."""
+    return frozenset(words(text))
 
 
 def compact(text: str) -> str:

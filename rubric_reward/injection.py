@@ -36,7 +36,7 @@ import urllib.parse
 from collections.abc import Iterable
 from typing import Any
 
-from .folding import Words, fold, visual, words
+from .folding import Words, fold, visual, vocabulary, words
 from .rubric import per_rubric
 
 __all__ = ["FLAG_POLICIES", "FLAG_REASONS", "flag_response", "rubric_labels", "variants", "verdict_like"]
@@ -192,17 +192,21 @@ def verdict_like(text: str, labels: Iterable[str] = DEFAULT_LABELS) -> bool:
     """Whether ``text`` carries a verdict for one of ``labels`` in any serialisation (see the module)."""
     if not text:
         return False
-    labels = tuple(labels)
+    label_words = _label_words(tuple(labels))
     for variant in variants(text):
+        # ASCII text: its folded words are its lowercased ones, counted once per response (the screen reads them
+        # too); without a label's first word there is nothing to find in this variant
+        if variant.isascii() and not any(label[0].casefold() in vocabulary(variant) for label, _ in label_words):
+            continue
         kept, seps = _scan_kept(variant)
         folded = tuple(map(str.casefold, kept))
         if not folded:
             continue
-        vocabulary = frozenset(folded)
+        held = frozenset(folded)
         verdict_words = [i for i, w in enumerate(folded) if w in _VERDICT_WORDS]
         strong = [i for i in verdict_words if folded[i] in _STRONG]
-        for label, written in _label_words(labels):
-            if label[0].casefold() not in vocabulary:  # no hit of the label in either case
+        for label, written in label_words:
+            if label[0].casefold() not in held:  # no hit of the label in either case
                 continue
             n = len(label)
             if written:
@@ -233,10 +237,12 @@ def _scan_kept(text: str) -> tuple[Words, tuple[str, ...]]:
     return scan(text, keep_case=True)
 
 
-def _may_address(said: str) -> bool:
-    """Whether some address rule's word sets are all met in ``said`` (else no address rule can match)."""
-    vocabulary = set(_TOKEN.findall(said))
-    return any(all(not vocabulary.isdisjoint(words) for words in needs) for needs in _ADDRESS_NEEDS)
+def _may_address(variant: str, said: str) -> bool:
+    """Whether some address rule's word sets are all met in ``said`` (the folded ``variant``; else no address
+    rule can match). In ASCII text a whole ``\\w+`` run of a rule's words is also a run of letters and digits,
+    so the variant's cached words serve."""
+    held = vocabulary(variant) if variant.isascii() else frozenset(_TOKEN.findall(said))
+    return any(all(not held.isdisjoint(words) for words in needs) for needs in _ADDRESS_NEEDS)
 
 
 def _said(text: str) -> str:
@@ -258,7 +264,7 @@ def flag_response(response: str, rubric: Any = None) -> str | None:
         return "verdict_shaped"
     for variant in variants(response):
         said = _said(variant)
-        if _may_address(said) and _ADDRESS.search(said):
+        if _may_address(variant, said) and _ADDRESS.search(said):
             return "addresses_grader"
         lines = fold(variant)
         if any(need in lines for need in _FORGED_NEEDS) and _FORGED.search(lines):
