@@ -144,6 +144,9 @@ def test_headers_are_lower_case_and_errors_keep_their_status():
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", "chunk size"),
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n", "CRLF"),
     (b"HTTP/1.1 200 OK\r\nbroken header\r\n\r\n", "header"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: \xb23\r\n\r\nabc", "Content-Length"),  # a superscript two
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n0\r\n\r\n", "chunk size"),
+    (b"HTTP/1.1 \xb2\xb2\xb2 OK\r\nContent-Length: 0\r\n\r\n", "status line"),
 ])
 def test_malformed_answers_are_errors_and_close_the_connection(raw, match):
     async def main():
@@ -311,3 +314,28 @@ def test_a_dead_endpoint_is_a_connection_error_reply_through_the_backend():
 
     reply = run(main())
     assert reply.error is not None and reply.error.kind is ErrorKind.CONNECTION and "cannot connect" in str(reply.error)
+
+
+def test_each_request_times_out_at_its_own_deadline_under_one_timer():
+    # requests 1-3 hang; 4 answers: one timer for the pool must still cut each hanging one at its own deadline
+    async def main():
+        async with Scripted(lambda n, body: (None, False) if n <= 3 else (_ok(body), False)) as s:
+            pool = HTTP1Pool()
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+
+            async def timed(body, timeout):
+                try:
+                    return (await pool.post(s.url, body, timeout))[2]
+                except TimeoutError:
+                    return round(loop.time() - start, 1)
+
+            first = [asyncio.ensure_future(timed(b"%d" % i, t)) for i, t in enumerate((0.6, 0.2, 0.4))]
+            await asyncio.sleep(0.05)
+            ok = await timed(b"fine", 5)
+            out = await asyncio.gather(*first)
+            await pool.close()
+            return ok, out
+
+    ok, out = run(main())
+    assert ok == b"fine" and out == [0.6, 0.2, 0.4]

@@ -18,6 +18,8 @@ request's. Every failure raises :class:`HTTP1Error` (a ``ConnectionError``) or `
 from __future__ import annotations
 
 import asyncio
+import math
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +28,7 @@ __all__ = ["HTTP1Error", "HTTP1Pool"]
 
 _MAX_HEAD = 64 * 1024  # bytes of status line + headers before giving up on a response
 _NO_BODY = frozenset({204, 304})
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 
 class HTTP1Error(ConnectionError):
@@ -84,9 +87,9 @@ class _Conn(asyncio.Protocol):
         self.buf += data
         try:
             answer = self._parse()
-        except HTTP1Error as exc:
+        except Exception as exc:  # noqa: BLE001 - any unreadable answer fails its request, never the loop
             self.close()
-            w.set_exception(exc)
+            w.set_exception(exc if isinstance(exc, HTTP1Error) else HTTP1Error(f"unreadable answer: {exc!r:.200}"))
             return
         if answer is not None:
             w.set_result(answer)
@@ -107,19 +110,19 @@ class _Conn(asyncio.Protocol):
     def usable(self) -> bool:
         return not self.lost and self.transport is not None and not self.transport.is_closing()
 
-    async def exchange(self, request: bytes, deadline: float) -> tuple[int, dict[str, str], bytes]:
-        """Send ``request`` and wait for its answer until ``deadline`` (loop time)."""
-        loop = self.loop
-        self.waiter = w = loop.create_future()
+    async def exchange(self, request: bytes, deadlines: _Deadlines,
+                       deadline: float) -> tuple[int, dict[str, str], bytes]:
+        """Send ``request`` and wait for its answer until ``deadline`` (loop time, kept by ``deadlines``)."""
+        self.waiter = w = self.loop.create_future()
         self.reusable = self.keep_after = False
-        timer = loop.call_at(deadline, self._expire)
+        deadlines.add(self, deadline)
         try:
             self.transport.write(request)  # type: ignore[union-attr]
             answer = await w
             self.reusable = self.keep_after and not self.buf and self.usable
             return answer
         finally:
-            timer.cancel()
+            deadlines.discard(self)
             self.waiter = None
             if not self.reusable:
                 self.close()
@@ -171,24 +174,26 @@ class _Conn(asyncio.Protocol):
         return answer
 
     def _head(self, raw: bytes) -> None:
-        lines = raw.split(b"\r\n")
-        status = lines[0].split(b" ", 2)
-        if len(status) < 2 or not status[0].startswith(b"HTTP/1.") or len(status[1]) != 3 or not status[1].isdigit():
+        lines = raw.decode("latin-1").split("\r\n")
+        status = lines[0].split(" ", 2)
+        if len(status) < 2 or not status[0].startswith("HTTP/1.") or not _digits(status[1], 3):
             raise HTTP1Error(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
         self.status = code = int(status[1])
         headers: dict[str, str] = {}
         for line in lines[1:]:
-            name, sep, value = line.partition(b":")
+            name, sep, value = line.partition(":")
             if not sep or not name or name != name.strip():
                 raise HTTP1Error(f"malformed header line: {line[:80]!r}")
-            key = name.decode("latin-1").lower()
-            text = value.strip().decode("latin-1")
-            if key in headers and key == "content-length" and headers[key] != text:
-                raise HTTP1Error("conflicting Content-Length headers")
-            headers[key] = f"{headers[key]}, {text}" if key in headers and key != "content-length" else text
+            key, text = name.lower(), value.strip()
+            if key in headers:
+                if key == "content-length" and headers[key] != text:
+                    raise HTTP1Error("conflicting Content-Length headers")
+                if key != "content-length":
+                    text = f"{headers[key]}, {text}"
+            headers[key] = text
         self.headers = headers
         connection = headers.get("connection", "").lower()
-        self.keep = status[0] == b"HTTP/1.1" and "close" not in connection
+        self.keep = status[0] == "HTTP/1.1" and "close" not in connection
         coding = headers.get("transfer-encoding")
         if code in _NO_BODY or 100 <= code < 200:
             self.framing, self.length = "length", 0
@@ -201,11 +206,55 @@ class _Conn(asyncio.Protocol):
                 self.keep = False
         elif "content-length" in headers:
             value = headers["content-length"]
-            if not value.isdigit():
+            if not _digits(value):
                 raise HTTP1Error(f"bad Content-Length: {value[:40]!r}")
             self.framing, self.length = "length", int(value)
         else:
             self.framing, self.keep = "close", False
+
+
+class _Deadlines:
+    """One timer for every exchange in flight on a loop: armed at the earliest deadline, it expires the exchanges
+    past theirs and re-arms at the next (a timer per request would cost a handle and two heap operations each)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.waiting: dict[_Conn, float] = {}
+        self.timer: asyncio.TimerHandle | None = None
+        self.at = math.inf
+
+    def add(self, conn: _Conn, deadline: float) -> None:
+        self.waiting[conn] = deadline
+        if deadline < self.at:
+            self._arm(deadline)
+
+    def discard(self, conn: _Conn) -> None:
+        self.waiting.pop(conn, None)
+
+    def _arm(self, at: float) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.at = at
+        self.timer = self.loop.call_at(at, self._fire)
+
+    def _fire(self) -> None:
+        self.timer, self.at = None, math.inf
+        now = self.loop.time()
+        for conn in [c for c, d in self.waiting.items() if d <= now]:
+            del self.waiting[conn]
+            conn._expire()
+        if self.waiting:
+            self._arm(min(self.waiting.values()))
+
+    def cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer, self.at = None, math.inf
+
+
+def _digits(text: str, n: int | None = None) -> bool:
+    """Whether ``text`` is ASCII digits only (``n`` of them, if given): ``str.isdigit`` alone takes "²"."""
+    return bool(text) and text.isascii() and text.isdigit() and (n is None or len(text) == n)
 
 
 def _dechunk(buf: bytearray, at: int) -> tuple[bytes, int] | None:
@@ -218,12 +267,9 @@ def _dechunk(buf: bytearray, at: int) -> tuple[bytes, int] | None:
                 raise HTTP1Error("chunk size line too long")
             return None
         size_text = bytes(buf[at:eol]).split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise HTTP1Error(f"bad chunk size: {size_text[:40]!r}") from None
-        if size < 0 or size_text[:1] in (b"-", b"+") or b"_" in size_text:
+        if not _HEX.fullmatch(size_text):
             raise HTTP1Error(f"bad chunk size: {size_text[:40]!r}")
+        size = int(size_text, 16)
         at = eol + 2
         if size == 0:  # the last chunk, then optional trailer lines and an empty line
             if buf[at:at + 2] == b"\r\n":
@@ -253,6 +299,7 @@ class HTTP1Pool:
         self._targets: dict[str, _Target] = {}
         self._idle: dict[tuple[str, int], list[_Conn]] = {}
         self._open: set[_Conn] = set()
+        self._deadlines: _Deadlines | None = None
         self.closed = False
 
     async def post(self, url: str, body: bytes, timeout: float) -> tuple[int, Mapping[str, str], bytes]:
@@ -267,12 +314,15 @@ class HTTP1Pool:
             target = self._targets[url] = _Target(url, self._headers)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        deadlines = self._deadlines
+        if deadlines is None:
+            deadlines = self._deadlines = _Deadlines(loop)
         conn = self._checkout(target.origin)
         if conn is None:
             conn = await self._connect(target, loop, deadline)
         request = b"%b%d\r\n\r\n%b" % (target.head, len(body), body)
         try:
-            return await conn.exchange(request, deadline)
+            return await conn.exchange(request, deadlines, deadline)
         finally:
             if conn.reusable and not self.closed:
                 self._idle.setdefault(target.origin, []).append(conn)
@@ -309,6 +359,8 @@ class HTTP1Pool:
     def close_now(self) -> None:
         """Close every connection without awaiting; safe when the loop has stopped (the sockets are closed)."""
         self.closed = True
+        if self._deadlines is not None and not self._deadlines.loop.is_closed():
+            self._deadlines.cancel()
         conns, self._open, self._idle = list(self._open), set(), {}
         for conn in conns:
             transport = conn.transport
