@@ -339,3 +339,27 @@ def test_each_request_times_out_at_its_own_deadline_under_one_timer():
 
     ok, out = run(main())
     assert ok == b"fine" and out == [0.6, 0.2, 0.4]
+
+
+def test_the_body_is_byte_for_byte_json_dumps_of_its_fields():
+    from rubric_reward.judges.http import OpenAIHTTPBackend
+
+    rng = random.Random(4)
+    alphabet = 'ab "\\\n\t\x00\x1f\u00e9\u2028\ud7ff\U0001f600<>&/'
+    backends = [OpenAIHTTPBackend(JudgeConfig(model="judge", base_url="http://127.0.0.1:1/v1", **kw))
+                for kw in ({}, {"seed": 3, "top_p": 0.5}, {"extra_body": {"top_k": 5, "messages": "x"}},
+                           {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}})]
+    system = "You judge. " * 20
+    for i in range(3000):
+        prefix = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        tail = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
+        user = prefix + tail if rng.random() < 0.8 else prefix
+        messages = ({"role": "system", "content": system}, {"role": "user", "content": user})
+        if rng.random() < 0.1:
+            messages = ({"role": "user", "content": [{"type": "text", "text": user}]},)
+        request = ChatRequest(messages, schema={"type": "object", "enum": [tail]} if i % 2 else None,
+                              max_tokens=rng.choice([0, 64]), logprobs=bool(i % 3 == 0),
+                              affinity=rng.choice([prefix, None, user, prefix[:3]]))
+        for backend in backends:
+            assert backend.encode(request) == json.dumps(backend.body(request), ensure_ascii=False,
+                                                         separators=(",", ":")).encode(), (i, request)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import secrets
 import time
 from typing import Any
 
@@ -30,6 +31,10 @@ from .retry import parse_retry_after
 __all__ = ["OpenAIHTTPBackend", "classify_status", "parse_chat_completion", "redact", "request_fields"]
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+_escape = json.encoder.encode_basestring  # what _dumps writes for one string: '"' + escaped + '"'
+# stands in for the messages while the rest of a body is encoded; no string of a real body equals it
+_SLOT = f"\x00messages-{secrets.token_hex(8)}\x00"
+_SLOT_JSON = _escape(_SLOT)
 
 
 def classify_status(status: int) -> ErrorKind:
@@ -87,6 +92,8 @@ class OpenAIHTTPBackend:
             template["top_p"] = c.top_p
         self._template = template
         self._extra = dict(c.extra_body)
+        self._escaped: dict[str, str] = {}  # message text -> its escaped JSON (system prompts)
+        self._escaped_heads: dict[str, str] = {}  # shared prefix -> its escaped JSON without the closing quote
 
     def __repr__(self) -> str:
         return f"OpenAIHTTPBackend({self.name!r}, urls={self.config.base_urls!r})"
@@ -100,6 +107,43 @@ class OpenAIHTTPBackend:
         if self._extra:
             body.update(self._extra)
         return body
+
+    def encode(self, request: ChatRequest) -> bytes:
+        """The body of ``request`` as sent: exactly ``json.dumps`` of :meth:`body` (compact, UTF-8).
+
+        One response's calls share the system prompt and the prefix ``request.affinity`` of the user
+        message; their escaped JSON is memoised, so each call escapes only its own tail.
+        """
+        body = self.body(request)
+        messages = self._messages_json(request) if body.get("messages") is request.messages else None
+        if messages is None:
+            return _dumps(body).encode()
+        body["messages"] = _SLOT
+        return _dumps(body).replace(_SLOT_JSON, messages, 1).encode()
+
+    def _messages_json(self, request: ChatRequest) -> str | None:
+        """``request.messages`` as ``_dumps`` writes them, from memoised pieces; None for other shapes."""
+        memo, heads, prefix, parts = self._escaped, self._escaped_heads, request.affinity, []
+        for m in request.messages:
+            if type(m) is not dict or len(m) != 2 or tuple(m) != ("role", "content"):
+                return None
+            role, content = m["role"], m["content"]
+            if type(role) is not str or type(content) is not str:
+                return None
+            if prefix and len(content) > len(prefix) and content.startswith(prefix):
+                head = heads.get(prefix)
+                if head is None:
+                    head = heads[prefix] = _escape(prefix)[:-1]
+                text = head + _escape(content[len(prefix):])[1:]
+            else:
+                text = memo.get(content)
+                if text is None:
+                    text = memo[content] = _escape(content)
+            parts.append(f'{{"role":{_escape(role)},"content":{text}}}')
+        if len(memo) > 256 or len(heads) > 256:
+            memo.clear()
+            heads.clear()
+        return "[" + ",".join(parts) + "]"
 
     def _session(self) -> Any:
         return self._sessions.get()
@@ -119,7 +163,7 @@ class OpenAIHTTPBackend:
         url = self.replicas.urls[i]
         ok: bool | None = None
         try:
-            data = _dumps(self.body(request)).encode()
+            data = self.encode(request)
             status, headers, raw = await self._session().post(url, data, timeout)
             if status != 200:
                 kind = classify_status(status)
