@@ -16,6 +16,7 @@ import dataclasses
 import json
 import secrets
 import time
+from collections.abc import Coroutine
 from typing import Any
 
 from .._loop import LoopSessions, close_detached
@@ -206,10 +207,13 @@ class _Client:
         self._timeouts: dict[float, Any] = {}
         self.closed = False
 
-    async def post(self, url: str, data: bytes, timeout: float) -> tuple[int, Any, bytes]:
-        """``(status, headers, body)``; headers are looked up by lower-case name."""
+    def post(self, url: str, data: bytes, timeout: float) -> Coroutine[Any, Any, tuple[int, Any, bytes]]:
+        """``(status, headers, body)`` (awaitable); headers are looked up by lower-case name."""
         if self._lean is not None and url.startswith("http://"):
-            return await self._lean.post(url, data, timeout)
+            return self._lean.post(url, data, timeout)
+        return self._aiohttp_post(url, data, timeout)
+
+    async def _aiohttp_post(self, url: str, data: bytes, timeout: float) -> tuple[int, Any, bytes]:
         session = self._aiohttp
         if session is None:
             import aiohttp

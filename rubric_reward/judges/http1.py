@@ -110,23 +110,6 @@ class _Conn(asyncio.Protocol):
     def usable(self) -> bool:
         return not self.lost and self.transport is not None and not self.transport.is_closing()
 
-    async def exchange(self, request: bytes, deadlines: _Deadlines,
-                       deadline: float) -> tuple[int, dict[str, str], bytes]:
-        """Send ``request`` and wait for its answer until ``deadline`` (loop time, kept by ``deadlines``)."""
-        self.waiter = w = self.loop.create_future()
-        self.reusable = self.keep_after = False
-        deadlines.add(self, deadline)
-        try:
-            self.transport.write(request)  # type: ignore[union-attr]
-            answer = await w
-            self.reusable = self.keep_after and not self.buf and self.usable
-            return answer
-        finally:
-            deadlines.discard(self)
-            self.waiter = None
-            if not self.reusable:
-                self.close()
-
     def _expire(self) -> None:
         w = self.waiter
         if w is not None and not w.done():
@@ -320,13 +303,22 @@ class HTTP1Pool:
         conn = self._checkout(target.origin)
         if conn is None:
             conn = await self._connect(target, loop, deadline)
-        request = b"%b%d\r\n\r\n%b" % (target.head, len(body), body)
+        # one exchange on ``conn`` (inline, not a method: a coroutine less per call)
+        conn.waiter = w = loop.create_future()
+        conn.reusable = conn.keep_after = False
+        deadlines.add(conn, deadline)
         try:
-            return await conn.exchange(request, deadlines, deadline)
+            conn.transport.write(b"%b%d\r\n\r\n%b" % (target.head, len(body), body))  # type: ignore[union-attr]
+            answer = await w
+            conn.reusable = conn.keep_after and not conn.buf and conn.usable
+            return answer
         finally:
+            deadlines.discard(conn)
+            conn.waiter = None
             if conn.reusable and not self.closed:
                 self._idle.setdefault(target.origin, []).append(conn)
             else:
+                conn.close()
                 self._open.discard(conn)
 
     def _checkout(self, origin: tuple[str, int]) -> _Conn | None:

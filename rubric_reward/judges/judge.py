@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from .base import Backend, ChatReply, ChatRequest, ReplyCache
@@ -60,8 +60,10 @@ class Judge:
         """The endpoint limiter this judge's calls take slots of (shared by the judges of one endpoint)."""
         return self.transport.limiter
 
-    async def complete(self, request: ChatRequest, *, accept: Callable[[ChatReply], bool] | None = None) -> ChatReply:
-        return await self.transport.complete(request, accept)
+    def complete(self, request: ChatRequest, *,
+                 accept: Callable[[ChatReply], bool] | None = None) -> Coroutine[Any, Any, ChatReply]:
+        """Answer ``request`` (awaitable; the transport's own coroutine, no extra layer per call)."""
+        return self.transport.complete(request, accept)
 
     def pool_stats(self) -> dict[str, Any]:
         """The endpoint's cap (this process's calls holding it, whether shared across processes) and, for a

@@ -43,6 +43,7 @@ __all__ = ["Transport", "batch_scope", "request_key"]
 
 log = logging.getLogger(__name__)
 _now = time.monotonic
+_NO_USAGE = Usage()
 
 # (batch start, absolute batch deadline or None, replies of this batch by (transport, request key));
 # monotonic seconds; set by batch_scope
@@ -76,6 +77,16 @@ def request_key(request: ChatRequest) -> tuple:
     # equal schema only misses a dedupe), at a third of the cost
     schema = None if request.schema is None else repr(request.schema)
     return (messages, schema, request.max_tokens, request.logprobs, request.top_logprobs, request.sample_index)
+
+
+def _final(reply: ChatReply, start: float, attempts: int, usage: Usage, cost: float, note: str = "") -> ChatReply:
+    """A call's reply: the last attempt's answer with the usage and cost of all attempts."""
+    err = reply.error
+    if err is not None and (note or attempts > 1):
+        err = JudgeError(err.kind, f"{err.message} ({note or f'gave up after {attempts} attempts'})", err.status)
+    # the constructor, not dataclasses.replace: this runs once per call
+    return ChatReply(reply.text, err, usage, cost, _now() - start, attempts, reply.cached, reply.logprobs,
+                     reply.finish_reason, reply.retry_after_s)
 
 
 def _free(reply: ChatReply, latency_s: float) -> ChatReply:
@@ -192,44 +203,37 @@ class Transport:
             msg = f"backend {backend} raised {type(exc).__name__}; details in the log"
             return ChatReply(None, JudgeError(ErrorKind.INTERNAL, msg))
 
+    def _cut_off(self, start: float, deadline: float | None, attempts: int, last: ChatReply | None, usage: Usage,
+                 cost: float) -> ChatReply:
+        cfg = self.config
+        which = "call" if cfg.call_deadline_s is not None and deadline == start + cfg.call_deadline_s else "batch"
+        msg = f"the {which} deadline passed after {attempts} attempt(s)"
+        if last is not None and last.error is not None:
+            msg += f"; last error: {last.error}"
+        return ChatReply(None, JudgeError(ErrorKind.DEADLINE, msg), usage=usage, cost=cost,
+                         attempts=attempts, latency_s=_now() - start)
+
     async def _send(self, request: ChatRequest) -> ChatReply:
         cfg, limiter = self.config, self.limiter
         start = _now()
         deadline = self._deadline(start)
         tokens = self._estimate_tokens(request) if limiter.tpm is not None else 0
-        attempts, usage, cost, retries = 0, Usage(), 0.0, 0
+        attempts, usage, cost, retries = 0, _NO_USAGE, 0.0, 0
         last: ChatReply | None = None
-
-        def final(reply: ChatReply, note: str = "") -> ChatReply:
-            err = reply.error
-            if err is not None and (note or attempts > 1):
-                err = JudgeError(err.kind, f"{err.message} ({note or f'gave up after {attempts} attempts'})",
-                                 err.status)
-            # the constructor, not dataclasses.replace: this runs once per call
-            return ChatReply(reply.text, err, usage, cost, _now() - start, attempts, reply.cached, reply.logprobs,
-                             reply.finish_reason, reply.retry_after_s)
-
-        def cut_off() -> ChatReply:
-            which = "call" if cfg.call_deadline_s is not None and deadline == start + cfg.call_deadline_s else "batch"
-            msg = f"the {which} deadline passed after {attempts} attempt(s)"
-            if last is not None and last.error is not None:
-                msg += f"; last error: {last.error}"
-            return ChatReply(None, JudgeError(ErrorKind.DEADLINE, msg), usage=usage, cost=cost,
-                             attempts=attempts, latency_s=_now() - start)
-
+        # no closures here: their cells would be a tenth of the objects each call leaves to the garbage collector
         while True:
             timeout = cfg.timeout_s
             if deadline is not None:
                 left = deadline - _now()
                 if left <= 0 or not await limiter.acquire(tokens, left):
-                    return cut_off()
+                    return self._cut_off(start, deadline, attempts, last, usage, cost)
                 left = deadline - _now()
                 if left <= 0:
                     limiter.release(tokens, 0)
-                    return cut_off()
+                    return self._cut_off(start, deadline, attempts, last, usage, cost)
                 timeout = min(timeout, left)
             elif not await limiter.acquire(tokens, None):  # pragma: no cover - no timeout, always acquires
-                return cut_off()
+                return self._cut_off(start, deadline, attempts, last, usage, cost)
             used = tokens
             try:
                 reply = await self._attempt(request, timeout)
@@ -241,23 +245,25 @@ class Transport:
                 limiter.release(tokens, used)
             attempts += reply.attempts
             if reply.usage.prompt_tokens or reply.usage.completion_tokens:
-                usage = usage + reply.usage
+                usage = reply.usage if usage is _NO_USAGE else usage + reply.usage  # Usage is frozen
                 cost += reply.cost
             err = reply.error
             if err is None or err.kind not in RETRYABLE:
-                return final(reply)
+                return _final(reply, start, attempts, usage, cost)
             last = reply
             if deadline is not None and timeout < cfg.timeout_s and err.kind is ErrorKind.TIMEOUT:
-                return cut_off()  # the deadline, not the per-attempt timeout, cut this attempt
+                # the deadline, not the per-attempt timeout, cut this attempt
+                return self._cut_off(start, deadline, attempts, last, usage, cost)
             if retries >= self.policy.max_retries:
-                return final(reply)
+                return _final(reply, start, attempts, usage, cost)
             retries += 1
             delay = self.policy.delay(retries, reply.retry_after_s)
             if delay is None:
-                return final(reply, f"Retry-After {reply.retry_after_s:.3g}s exceeds backoff_max_s; "
-                                    f"gave up after {attempts} attempt(s)")
+                return _final(reply, start, attempts, usage, cost,
+                              f"Retry-After {reply.retry_after_s:.3g}s exceeds backoff_max_s; "
+                              f"gave up after {attempts} attempt(s)")
             if reply.retry_after_s and err.kind is ErrorKind.RATE_LIMIT:
                 limiter.pause(reply.retry_after_s)
             if deadline is not None and _now() + delay >= deadline:
-                return cut_off()
+                return self._cut_off(start, deadline, attempts, last, usage, cost)
             await asyncio.sleep(delay)
