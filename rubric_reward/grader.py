@@ -14,7 +14,6 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any
 
 from .deadlines import batch_net, give_up_at
@@ -209,28 +208,25 @@ class Grader:
                               affinity=call.affinity)
         start = time.perf_counter()
         vetted = _Vetted(call) if judge.caches else None
-        kw = {"accept": vetted} if vetted is not None else {}
-        parse = vetted.parse if vetted is not None else partial(parse_reply, call)
-        reply = await judge.complete(request, **kw)
+        reply = await (judge.complete(request) if vetted is None else judge.complete(request, accept=vetted))
         usage, cost, attempts, cached = reply.usage, reply.cost, reply.attempts, reply.cached
         error: JudgeError | None = reply.error
         parsed = None
         if error is None:
             try:
-                parsed = parse(reply.text)
+                parsed = _parse(vetted, call, reply.text)
             except PromptError as exc:
                 error = JudgeError(ErrorKind.PARSE, str(exc))
                 if self.config.reask:
-                    retry = await judge.complete(
-                        replace(request, messages=reask_messages(call, reply.text, str(exc))), **kw
-                    )
+                    again = replace(request, messages=reask_messages(call, reply.text, str(exc)))
+                    retry = await (judge.complete(again) if vetted is None else judge.complete(again, accept=vetted))
                     usage, cost, attempts = usage + retry.usage, cost + retry.cost, attempts + retry.attempts
                     cached = cached and retry.cached
                     if retry.error is not None:
                         error = retry.error
                     else:
                         try:
-                            parsed, error, reply = parse(retry.text), None, retry
+                            parsed, error, reply = _parse(vetted, call, retry.text), None, retry
                         except PromptError as exc2:
                             error = JudgeError(ErrorKind.PARSE, f"{exc2} (after one re-ask)")
         record = CallRecord(
@@ -409,6 +405,10 @@ class _Vetted:
         if self.parsed is not None and text is self.text:
             return self.parsed
         return parse_reply(self.call, text)
+
+
+def _parse(vetted: _Vetted | None, call: JudgeCall, text: str | None) -> Any:
+    return parse_reply(call, text) if vetted is None else vetted.parse(text)
 
 
 def _check_verdict(criterion: Criterion, item: Item) -> Verdict:

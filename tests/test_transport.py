@@ -555,3 +555,20 @@ def test_backend_that_raises_is_reported_not_raised(sentinel_env, caplog):
     # the exception's own text (paths, internals) goes to the log, redacted, never into the result
     assert "RuntimeError" in reply.error.message and "boom" not in reply.error.message
     assert "boom" in caplog.text and SENTINEL_KEY not in caplog.text
+
+
+def test_request_key_tells_every_difference_that_changes_the_answer():
+    def req(*messages, **kw):
+        return ChatRequest(tuple(messages), **kw)
+
+    sys_, user = {"role": "system", "content": "judge"}, {"role": "user", "content": "text"}
+    assert request_key(req(sys_, user)) == request_key(req(dict(sys_), {"content": "text", "role": "user"}))
+    keys = [request_key(r) for r in (
+        req(sys_, user), req(user, sys_), req(user), req({"role": "user", "content": "textjudge"}),
+        req({"role": "system", "content": "judgetext"}, {"role": "user", "content": ""}),
+        req({"role": "user", "content": [{"type": "text", "text": "text"}]}),
+        req({"role": "user", "content": "text", "name": "x"}),
+        req(sys_, user, max_tokens=5), req(sys_, user, sample_index=1), req(sys_, user, schema={"a": 1}),
+        req(sys_, user, logprobs=True),
+    )]
+    assert len(set(map(repr, keys))) == len(keys)

@@ -158,7 +158,7 @@ class OpenAIHTTPBackend:
         timeout = self.config.timeout_s if timeout_s is None else timeout_s
         start = time.perf_counter()
         key = 0 if self.replicas.trivial else affinity_hash(request)
-        i = await self.replicas.acquire(timeout, key)
+        i = 0 if self.replicas.trivial else await self.replicas.acquire(timeout, key)
         if i is None:
             return all_busy_reply(timeout, start)
         url = self.replicas.urls[i]

@@ -66,13 +66,29 @@ def batch_scope(deadline_s: float | None = None) -> Iterator[None]:
         _BATCH.reset(token)
 
 
+def _plain_messages(messages: Any) -> tuple[str, ...] | None:
+    """Messages that are all ``{"role": str, "content": str}`` as one flat tuple ``(role, content, role, ...)``
+    (one object for the key instead of one per message and item); None for any other shape."""
+    flat: list[str] = []
+    for m in messages:
+        if type(m) is not dict or len(m) != 2:
+            return None
+        role, content = m.get("role"), m.get("content")
+        if type(role) is not str or type(content) is not str:
+            return None
+        flat += (role, content)
+    return tuple(flat)
+
+
 def request_key(request: ChatRequest) -> tuple:
     """A hashable key of everything in ``request`` that changes the answer."""
-    try:
-        messages: Any = tuple(tuple(m.items()) for m in request.messages)
-        hash(messages)
-    except TypeError:  # content parts (lists) inside a message
-        messages = json.dumps(request.messages, sort_keys=True, default=str)
+    messages: Any = _plain_messages(request.messages)
+    if messages is None:
+        try:
+            messages = tuple(tuple(m.items()) for m in request.messages)
+            hash(messages)
+        except TypeError:  # content parts (lists) inside a message
+            messages = json.dumps(request.messages, sort_keys=True, default=str)
     # repr, not canonical JSON: the same construction gives the same text (a differently ordered but
     # equal schema only misses a dedupe), at a third of the cost
     schema = None if request.schema is None else repr(request.schema)
