@@ -198,9 +198,7 @@ class Grader:
             rubric, item, chunk, judge=judge.name, seed=self.config.seed + sample,
             shuffle=self.config.shuffle, exemplars=self._exemplars_for(chunk, judge.name),
         )
-        return await self._run_call(judge, call, sample)
-
-    async def _run_call(self, judge: JudgeLike, call: JudgeCall, sample: int) -> tuple[list[Verdict], CallRecord]:
+        # the call itself, in the same coroutine (one coroutine less per call)
         cfg = judge.config
         names = tuple(c.name for c in call.criteria)
         request = ChatRequest(call.messages, schema=call.schema, logprobs=cfg.logprobs,
