@@ -363,3 +363,36 @@ def test_the_body_is_byte_for_byte_json_dumps_of_its_fields():
         for backend in backends:
             assert backend.encode(request) == json.dumps(backend.body(request), ensure_ascii=False,
                                                          separators=(",", ":")).encode(), (i, request)
+
+
+def test_credentials_in_the_url_go_through_aiohttp_which_sends_them():
+    # the lean client would drop user:password@ silently; such URLs take aiohttp, which sends Basic auth
+    seen = []
+
+    def answer(n, body):
+        return _ok(b'{"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}]}'), False
+
+    async def main():
+        async with Scripted(answer) as s:
+            original = s._handle
+
+            async def spy(reader, writer):
+                peek = await reader.readuntil(b"\r\n\r\n")
+                seen.append(peek)
+                reader._buffer[:0] = peek  # put the head back for the scripted handler
+                await original(reader, writer)
+
+            s.server.close()
+            s.server = await asyncio.start_server(spy, "127.0.0.1", 0)
+            port = s.server.sockets[0].getsockname()[1]
+            judge = Judge(JudgeConfig(model="judge", base_url=f"http://user:pw@127.0.0.1:{port}/v1", max_retries=0,
+                                      limit_scope="process"))
+            reply = await judge.complete(ChatRequest(({"role": "user", "content": "hi"},)))
+            await judge.aclose()
+            return reply
+
+    reply = run(main())
+    assert reply.error is None and reply.text == "x"
+    assert b"authorization: basic" in seen[0].lower()
+    with pytest.raises(ValueError, match="without credentials"):
+        run(HTTP1Pool().post("http://user:pw@127.0.0.1:1/v1", b"{}", 1))

@@ -203,15 +203,19 @@ class _Client:
     def __init__(self, headers: dict[str, str], *, lean: bool):
         self._headers = headers
         self._lean = HTTP1Pool(headers) if lean else None
+        self._lean_urls: dict[str, bool] = {}
         self._aiohttp: Any = None
         self._timeouts: dict[float, Any] = {}
         self.closed = False
 
     def post(self, url: str, data: bytes, timeout: float) -> Coroutine[Any, Any, tuple[int, Any, bytes]]:
         """``(status, headers, body)`` (awaitable); headers are looked up by lower-case name."""
-        if self._lean is not None and url.startswith("http://"):
+        lean = self._lean_urls.get(url)
+        if lean is None:  # plain http without credentials in the URL (the lean client would not send them)
+            lean = self._lean_urls[url] = url.startswith("http://") and "@" not in url.split("/", 3)[2]
+        if lean and self._lean is not None:
             return self._lean.post(url, data, timeout)
-        return self._aiohttp_post(url, data, timeout)
+        return self._aiohttp_post(url, data, timeout)  # https, credentials in the URL, or http_client: aiohttp
 
     async def _aiohttp_post(self, url: str, data: bytes, timeout: float) -> tuple[int, Any, bytes]:
         session = self._aiohttp

@@ -5,9 +5,10 @@ call on request objects, header multidicts, tracing hooks and timers; a judge ca
 This client writes one prebuilt request head plus the body and reads the answer straight off an
 ``asyncio.Protocol`` (about 0.04 ms per call on the same machine, ``benchmarks/judge_throughput.py``).
 
-Scope: ``POST`` of a JSON body to a plain-HTTP origin (a ``vllm serve`` replica, a router, a local
-server); responses framed by ``Content-Length``, ``chunked`` or connection close; 1xx answers skipped.
-No TLS, proxies, redirects, cookies or compression (none is asked for: no ``Accept-Encoding``).
+Scope: ``POST`` of a JSON body to a plain-HTTP origin without credentials in the URL (a ``vllm serve``
+replica, a router, a local server); responses framed by ``Content-Length``, ``chunked`` or connection close;
+1xx answers skipped. No TLS, proxies, redirects, cookies or compression (none is asked for: no
+``Accept-Encoding``).
 
 Safety: one request at a time per connection (no pipelining), and a connection goes back to the pool
 only after a response framed exactly, with no byte beyond it; a byte nobody asked for, a framing error,
@@ -42,8 +43,8 @@ class _Target:
 
     def __init__(self, url: str, headers: str):
         parts = urlsplit(url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"not a plain-HTTP URL: {url!r}")
+        if parts.scheme != "http" or not parts.hostname or "@" in parts.netloc:
+            raise ValueError("not a plain-HTTP URL without credentials")  # the URL itself may hold a secret
         self.host = parts.hostname
         self.port = parts.port or 80
         self.origin = (self.host, self.port)
