@@ -76,6 +76,24 @@ def run(coro):
     return asyncio.run(coro)
 
 
+async def _dead_port() -> int:
+    """A loopback port nothing listens on (a server opened and closed)."""
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()
+    return port
+
+
+async def _ask_once(base_url: str):
+    """One chat call through a real Judge (no retries) and its reply."""
+    judge = Judge(JudgeConfig(model="judge", base_url=base_url, max_retries=0, limit_scope="process"))
+    try:
+        return await judge.complete(ChatRequest(({"role": "user", "content": "hi"},)))
+    finally:
+        await judge.aclose()
+
+
 def test_keep_alive_reuses_one_connection_and_sends_the_headers():
     seen = []
 
@@ -246,12 +264,8 @@ def test_an_idle_connection_the_server_closed_is_not_reused():
 
 def test_connection_refused_is_an_http1_error():
     async def main():
-        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        server.close()
-        await server.wait_closed()
         with pytest.raises(HTTP1Error, match="cannot connect"):
-            await HTTP1Pool().post(f"http://127.0.0.1:{port}/v1", b"{}", 5)
+            await HTTP1Pool().post(f"http://127.0.0.1:{await _dead_port()}/v1", b"{}", 5)
 
     run(main())
 
@@ -302,15 +316,7 @@ def test_the_backend_gives_the_same_replies_through_either_client():
 
 def test_a_dead_endpoint_is_a_connection_error_reply_through_the_backend():
     async def main():
-        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        server.close()
-        await server.wait_closed()
-        judge = Judge(JudgeConfig(model="judge", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0,
-                                  limit_scope="process"))
-        reply = await judge.complete(ChatRequest(({"role": "user", "content": "hi"},)))
-        await judge.aclose()
-        return reply
+        return await _ask_once(f"http://127.0.0.1:{await _dead_port()}/v1")
 
     reply = run(main())
     assert reply.error is not None and reply.error.kind is ErrorKind.CONNECTION and "cannot connect" in str(reply.error)
@@ -384,12 +390,7 @@ def test_credentials_in_the_url_go_through_aiohttp_which_sends_them():
 
             s.server.close()
             s.server = await asyncio.start_server(spy, "127.0.0.1", 0)
-            port = s.server.sockets[0].getsockname()[1]
-            judge = Judge(JudgeConfig(model="judge", base_url=f"http://user:pw@127.0.0.1:{port}/v1", max_retries=0,
-                                      limit_scope="process"))
-            reply = await judge.complete(ChatRequest(({"role": "user", "content": "hi"},)))
-            await judge.aclose()
-            return reply
+            return await _ask_once(f"http://user:pw@127.0.0.1:{s.server.sockets[0].getsockname()[1]}/v1")
 
     reply = run(main())
     assert reply.error is None and reply.text == "x"
