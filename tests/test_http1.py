@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import socket
+import struct
 
 import pytest
 
@@ -397,3 +399,24 @@ def test_credentials_in_the_url_go_through_aiohttp_which_sends_them():
     assert b"authorization: basic" in seen[0].lower()
     with pytest.raises(ValueError, match="without credentials"):
         run(HTTP1Pool().post("http://user:pw@127.0.0.1:1/v1", b"{}", 1))
+
+
+def test_a_reset_ends_a_close_delimited_answer_as_an_error_not_a_short_body():
+    async def main():
+        async def handler(reader, writer):
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\n\r\n{\"partial\": ")
+            await writer.drain()
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = a reset (RST)
+            writer.transport.abort()
+
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+        try:
+            with pytest.raises(HTTP1Error, match="middle of an answer"):
+                await HTTP1Pool().post(url, b"{}", 5)
+        finally:
+            server.close()
+
+    run(main())

@@ -100,13 +100,13 @@ class _Conn(asyncio.Protocol):
         w = self.waiter
         if w is None or w.done():
             return
-        if self.headers is not None and self.framing == "close":
+        if self.headers is not None and self.framing == "close" and exc is None:  # a clean close ends the body
             w.set_result((self.status, self.headers, bytes(self.buf[self.body_at:])))
             return
         got = "before any answer" if not self.buf else "in the middle of an answer"
         w.set_exception(HTTP1Error(f"the server closed the connection {got}" + (f": {exc}" if exc else "")))
 
-    # ---------------------------------------------------------------- one exchange
+    # ---------------------------------------------------------------- state
     @property
     def usable(self) -> bool:
         return not self.lost and self.transport is not None and not self.transport.is_closing()
