@@ -65,6 +65,22 @@ def test_redaction_is_idempotent_and_a_mask_cannot_shield_a_key():
         assert "sk-abcdefgh" not in redact(shielded)
 
 
+def test_the_credentials_of_a_url_are_redacted_in_error_messages():
+    from rubric_reward.redaction import redact
+
+    shown = redact("HTTP 500 from http://user:s3cr3t-pw@10.0.0.1:8000/v1")
+    assert shown == "HTTP 500 from http://[redacted]@10.0.0.1:8000/v1"
+    assert redact(redact("https://tok@host/x")) == "https://[redacted]@host/x"
+    for plain in ("http://host:8000/v1/chat/completions", "see https://example.com/a@b", "mail x@y.com"):
+        assert redact(plain) == plain
+    with JudgeServer(faults=FaultPlan(fixed={1: Fault(status=500)})) as srv:
+        url = srv.base_url.replace("http://", "http://user:s3cr3t-pw@")
+        [reply] = ask(Judge(JudgeConfig(model="m", base_url=url, max_retries=0)),
+                      ChatRequest(({"role": "user", "content": "hi"},)))
+    message = reply.error.message
+    assert "HTTP 500" in message and "s3cr3t" not in message and "[redacted]@" in message
+
+
 # ---------------------------------------------------------------------------- 8. missing API key
 def test_a_missing_key_variable_is_one_clear_error_before_any_call(monkeypatch):
     monkeypatch.delenv("RR_UNSET_KEY", raising=False)

@@ -171,7 +171,7 @@ class OpenAIHTTPBackend:
                 ok = False if kind in (ErrorKind.SERVER, ErrorKind.TIMEOUT) else None
                 msg = redact(raw.decode("utf-8", "replace"), self._key, limit=300)  # redact, then cut
                 return ChatReply(
-                    None, JudgeError(kind, f"HTTP {status} from {url}: {msg}", status),
+                    None, JudgeError(kind, f"HTTP {status} from {redact(url)}: {msg}", status),
                     latency_s=time.perf_counter() - start,
                     retry_after_s=parse_retry_after(headers.get("retry-after")),
                 )
@@ -179,7 +179,7 @@ class OpenAIHTTPBackend:
             ok = reply.error is None or reply.error.kind is not ErrorKind.SERVER
         except TimeoutError:
             ok = False
-            return ChatReply(None, JudgeError(ErrorKind.TIMEOUT, f"no answer from {url} within {timeout:.3g}s"),
+            return ChatReply(None, JudgeError(ErrorKind.TIMEOUT, f"no answer from {redact(url)} within {timeout:.3g}s"),
                              latency_s=time.perf_counter() - start)
         except (HTTP1Error, aiohttp.ClientError) as exc:
             ok = False
