@@ -420,3 +420,8 @@ def test_a_reset_ends_a_close_delimited_answer_as_an_error_not_a_short_body():
             server.close()
 
     run(main())
+
+
+def test_a_bad_port_is_a_connection_error_reply_as_on_aiohttp():
+    reply = run(_ask_once("http://127.0.0.1:abc/v1"))
+    assert reply.error is not None and reply.error.kind is ErrorKind.CONNECTION and "bad URL" in str(reply.error)

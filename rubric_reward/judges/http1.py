@@ -46,7 +46,10 @@ class _Target:
         if parts.scheme != "http" or not parts.hostname or "@" in parts.netloc:
             raise ValueError("not a plain-HTTP URL without credentials")  # the URL itself may hold a secret
         self.host = parts.hostname
-        self.port = parts.port or 80
+        try:
+            self.port = parts.port or 80
+        except ValueError as exc:  # "host:abc": a connection failure of this call, as aiohttp reports it
+            raise HTTP1Error(f"bad URL: {exc}") from None
         self.origin = (self.host, self.port)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         netloc = f"[{self.host}]" if ":" in self.host else self.host
