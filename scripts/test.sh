@@ -17,4 +17,9 @@ if [ -f scripts/setup_trainers.sh ] && [ "${RUBRIC_REWARD_SKIP_TRAINERS:-0}" != 
   export RUBRIC_REWARD_VERL_PYTHON="$TRAINERS/verl/bin/python" RUBRIC_REWARD_OPENRLHF_PYTHON="$TRAINERS/openrlhf/bin/python"
   export RUBRIC_REWARD_REQUIRE_TRAINERS=1
 fi
+if [ "${RUBRIC_REWARD_SKIP_SCALING:-0}" != "1" ]; then
+  # ray and vllm-router (the `scaling` extra, test-only: the install above stays lean) so that the real-Ray cap and
+  # the router endpoint tests of tests/test_judge_pool.py run instead of skipping
+  .venv/bin/pip install -q -e ".[scaling]"
+fi
 exec .venv/bin/python -m pytest -q "$@"
