@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install everything (main venv, the vLLM CPU venv, the verl and OpenRLHF venvs) and run the whole test suite, slow tests included.
+# Install everything (main venv with the test-only scaling extra, the vLLM CPU venv, the verl and OpenRLHF venvs)
+# and run the whole test suite, slow tests included.
 # Usage: bash scripts/test.sh [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
