@@ -214,8 +214,10 @@ class LoopSessions:
             if loop.is_running():
                 await close_on_owner(loop, session.close)
             else:  # its loop is gone (an ``asyncio.run`` that has returned): close its connections here
-                own = getattr(session, "close_detached", None)
-                own() if own is not None else close_detached(session)
+                if hasattr(session, "close_detached"):
+                    session.close_detached()
+                else:
+                    close_detached(session)
 
 
 def close_detached(session: Any) -> None:

@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .folding import Words, fold, visual, vocabulary, words
-from .rubric import per_rubric
+from .memo import per_rubric
 
 __all__ = ["FLAG_POLICIES", "FLAG_REASONS", "flag_response", "rubric_labels", "variants", "verdict_like"]
 

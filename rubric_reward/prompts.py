@@ -25,6 +25,7 @@ from typing import Any
 from .injection import verdict_like
 from .items import Item, as_messages
 from .provenance import quoted_from
+from .rewards.text import strip_think
 from .rubric import ABSTAIN_LABEL, MET, UNMET, Criterion, CriterionKind, Rubric
 
 __all__ = [
@@ -328,20 +329,6 @@ _FENCED = re.compile(r"^(`{3,}|~{3,})[^\n`]*\n(.*?)\n[ \t]*\1[ \t]*$", re.S | re
 _FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})", re.M)
 
 
-_STRIP_THINK: Any = None
-
-
-def _strip_think() -> Any:
-    """:func:`rubric_reward.rewards.text.strip_think` (the one rule), imported once on first use: importing the
-    ``rewards`` package while this module loads would be circular."""
-    global _STRIP_THINK
-    if _STRIP_THINK is None:
-        from .rewards.text import strip_think
-
-        _STRIP_THINK = strip_think
-    return _STRIP_THINK
-
-
 def answer_span(text: str, decoder: json.JSONDecoder = _DECODER, labels: Sequence[str] = ()
                 ) -> tuple[dict[str, Any], int, int]:
     """The judge's own answer in ``text``: ``(object, start, end)``, its span in ``text``.
@@ -355,7 +342,7 @@ def answer_span(text: str, decoder: json.JSONDecoder = _DECODER, labels: Sequenc
     if not text or not text.strip():
         raise PromptError("the answer is empty")
     cut = text.rfind("</think>")
-    answer = _strip_think()(text)
+    answer = strip_think(text)
     if not answer.strip():
         raise PromptError("the answer is empty (nothing after the think block)")
     offset = (cut + len("</think>") + text[cut + len("</think>"):].find(answer)) if cut >= 0 and "think>" in text \

@@ -15,11 +15,10 @@ bare list. A criterion may be a plain string (an AdvancedIF-style yes/no questio
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -40,7 +39,6 @@ __all__ = [
     "UNMET",
     "load_rubric",
     "load_rubrics",
-    "per_rubric",
 ]
 
 MET = "MET"
@@ -239,28 +237,6 @@ class Rubric:
 
 
 # ---------------------------------------------------------------------------- loading
-def per_rubric(fn: Callable[[Rubric], Any]) -> Callable[[Any], Any]:
-    """Memoise ``fn(rubric)`` per :class:`Rubric` object (a response's screens read the same rubric's labels and
-    texts for every response). Rubrics are immutable and the memo holds each one it keys, so an id is never
-    reused while its entry lives; anything that is not a Rubric is computed afresh."""
-    memo: dict[int, tuple[Rubric, Any]] = {}
-
-    @functools.wraps(fn)
-    def memoised(rubric: Any) -> Any:
-        if type(rubric) is not Rubric:
-            return fn(rubric)
-        hit = memo.get(id(rubric))
-        if hit is not None and hit[0] is rubric:
-            return hit[1]
-        value = fn(rubric)
-        if len(memo) >= 256:
-            memo.clear()
-        memo[id(rubric)] = (rubric, value)
-        return value
-
-    return memoised
-
-
 def _read_structured(path: Path) -> Any:
     from .files import FileError, read_structured
 

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .folding import Words, compact, scan, visual, words
-from .rubric import per_rubric
+from .memo import per_rubric
 
 __all__ = ["MASTER_KEYS", "screen_response"]
 

@@ -336,7 +336,7 @@ def test_each_request_times_out_at_its_own_deadline_under_one_timer():
                 try:
                     return (await pool.post(s.url, body, timeout))[2]
                 except TimeoutError:
-                    return round(loop.time() - start, 1)
+                    return loop.time() - start
 
             first = [asyncio.ensure_future(timed(b"%d" % i, t)) for i, t in enumerate((0.6, 0.2, 0.4))]
             await asyncio.sleep(0.05)
@@ -346,7 +346,10 @@ def test_each_request_times_out_at_its_own_deadline_under_one_timer():
             return ok, out
 
     ok, out = run(main())
-    assert ok == b"fine" and out == [0.6, 0.2, 0.4]
+    assert ok == b"fine"
+    for took, timeout in zip(out, (0.6, 0.2, 0.4), strict=True):
+        assert timeout <= took < timeout + 1.0, out  # never early (the upper bound is slack for a loaded machine)
+    assert out[1] < out[2] < out[0]  # each at its own deadline, not all at the latest
 
 
 def test_the_body_is_byte_for_byte_json_dumps_of_its_fields():

@@ -161,7 +161,8 @@ def test_said_joins_whitespace_as_the_regex_did():
 
 
 def test_per_rubric_memo_is_per_object_and_never_stale():
-    from rubric_reward.rubric import Rubric, per_rubric
+    from rubric_reward.memo import per_rubric
+    from rubric_reward.rubric import Rubric
 
     calls = []
 

@@ -338,7 +338,7 @@ class HTTP1Pool:
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(lambda: _Conn(loop), target.host, target.port), max(0.0, deadline - loop.time()))
-        except TimeoutError:
+        except TimeoutError:  # an OSError too: it stays a timeout
             raise
         except OSError as exc:
             raise HTTP1Error(f"cannot connect to {target.host}:{target.port}: {exc.strerror or exc}") from None
