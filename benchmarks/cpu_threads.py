@@ -6,7 +6,7 @@
 Each combination runs in its own process (``OMP_WAIT_POLICY`` is read when torch loads), interleaved with the
 others repeat by repeat, so a shared machine's drift hits every row alike; the table gives each one's fastest
 and slowest wall time. ``unset`` is libgomp's default (spin, then sleep); ``PASSIVE`` sleeps at once, which is
-what ``rubric_reward.threads.prepare_environment`` sets for the GRPO recipe.
+what ``rubric_reward.util.threads.prepare_environment`` sets for the GRPO recipe.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def child(threads: int, tokens: int) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rubric_reward.models import DEFAULT_LOCAL_MODEL, resolve_model
+    from rubric_reward.io.models import DEFAULT_LOCAL_MODEL, resolve_model
 
     torch.set_num_threads(threads)
     path = resolve_model(DEFAULT_LOCAL_MODEL)

@@ -68,7 +68,7 @@ def scripted(criteria: int, **kw) -> ScriptedJudge:
 
 def token_counter():
     """Prompt tokens of a request body: the SmolLM2 tokenizer when converted, else characters / 4."""
-    from rubric_reward.models import default_model_dir
+    from rubric_reward.io.models import default_model_dir
 
     folder = default_model_dir()
     if (folder / "tokenizer.json").is_file():

@@ -47,7 +47,7 @@ def _tokens(tokenizer, texts: list[str]) -> int:
 def _recipe(model: str, adapter: str, prompts: list[str], max_new_tokens: int, tokenizer) -> tuple[float, int]:
     from rubric_reward.recipes.grpo.arguments import RecipeArguments
     from rubric_reward.recipes.grpo.builders import generation_kwargs
-    from rubric_reward.rollouts import generate_responses
+    from rubric_reward.evaluation.rollouts import generate_responses
 
     kwargs = generation_kwargs(RecipeArguments(), max_new_tokens)
     start = time.perf_counter()
@@ -77,8 +77,8 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from rubric_reward.evaluation.ifeval_prompts import load_ifeval
-    from rubric_reward.models import resolve_model
-    from rubric_reward.threads import set_torch_threads
+    from rubric_reward.io.models import resolve_model
+    from rubric_reward.util.threads import set_torch_threads
 
     threads = set_torch_threads(None)
     model = resolve_model(args.model)

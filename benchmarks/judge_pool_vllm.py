@@ -105,7 +105,7 @@ def main() -> None:
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args()
 
-    from rubric_reward.models import resolve_model
+    from rubric_reward.io.models import resolve_model
     from rubric_reward.testing.vllm_server import vllm_cpu_server
 
     model = resolve_model(args.model)

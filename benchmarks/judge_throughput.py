@@ -40,7 +40,7 @@ from _bench import ROOT, filler, rubric_spec  # first: puts this checkout on sys
 from rubric_reward import Scorer  # noqa: E402
 from rubric_reward.items import Item  # noqa: E402
 from rubric_reward.judges import ChatRequest, Judge, JudgeConfig  # noqa: E402
-from rubric_reward.prompts import render_call  # noqa: E402
+from rubric_reward.grading.criterion_prompt import render_call  # noqa: E402
 from rubric_reward.rubric import Rubric  # noqa: E402
 from rubric_reward.testing.judge_server import spawn as spawn_judge  # noqa: E402
 

@@ -48,7 +48,7 @@ def workload(shape: str):
 
     rubric = load_rubric(ROOT / "examples/rubrics/support_reply.yaml")
     if shape == "readme":
-        from rubric_reward.rows import numbered_jsonl_rows
+        from rubric_reward.io.rows import numbered_jsonl_rows
 
         rows = [row for _, row in numbered_jsonl_rows(ROOT / "examples/responses.jsonl")]
         return rubric, [Item(response=r["response"], prompt=r["prompt"], id=r["id"]) for r in rows]
@@ -118,7 +118,7 @@ def bound(backend, rubric, items, mode: str) -> tuple[float, int]:
     from rubric_reward.judges.base import ChatRequest
     from rubric_reward.judges.local import ANSWER_PREFIX
     from rubric_reward.judges.token_trees import shared_prefix_len
-    from rubric_reward.prompts import render_call
+    from rubric_reward.grading.criterion_prompt import render_call
 
     seqs = []
     for item in items:

@@ -37,9 +37,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from rubric_reward.cpu_memory import retain_freed_memory
+    from rubric_reward.util.cpu_memory import retain_freed_memory
     from rubric_reward.recipes.grpo.hacks import repeats_itself
-    from rubric_reward.rollouts import _load_transformers
+    from rubric_reward.evaluation.rollouts import _load_transformers
 
     retain_freed_memory()
     lm, tok = _load_transformers(args.model, str(args.run / "best"), True, args.dtype)

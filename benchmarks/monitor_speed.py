@@ -33,10 +33,10 @@ from _bench import ROOT, timed
 
 def setup(config: str, threads: int | None):
     """(recipe, ModelConfig, policy path, splits, reward) from a recipe config, as ``train/grpo.py`` builds them."""
-    from rubric_reward.models import resolve_model
+    from rubric_reward.io.models import resolve_model
     from rubric_reward.recipes.grpo import build_reward, build_splits, parse_args
 
-    from rubric_reward.threads import set_torch_threads
+    from rubric_reward.util.threads import set_torch_threads
 
     recipe, _, model = parse_args(["--config", config])
     set_torch_threads(threads or recipe.torch_threads)  # the recipe's choice unless --threads says otherwise
@@ -129,10 +129,10 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--threads", type=int, help="torch intra-op threads (default: the recipe's choice)")
     args = p.parse_args()
-    from rubric_reward.threads import prepare_environment
+    from rubric_reward.util.threads import prepare_environment
 
     prepare_environment()  # as train/grpo.py does, before torch loads
-    from rubric_reward.rollouts import generate_responses
+    from rubric_reward.evaluation.rollouts import generate_responses
 
     from rubric_reward.recipes.grpo import generation_kwargs
 

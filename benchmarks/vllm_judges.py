@@ -72,7 +72,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from rubric_reward import JudgeConfig, Scorer
-    from rubric_reward.models import resolve_model
+    from rubric_reward.io.models import resolve_model
     from rubric_reward.testing.vllm_server import vllm_cpu_server
 
     model = resolve_model(args.model)

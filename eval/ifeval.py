@@ -141,7 +141,7 @@ def _pairs_from_file(rows: list[Any], all_rows: list[Any], path: str, allow_miss
 
 
 def _generate(rows: list[Any], args: argparse.Namespace, adapter: str | None) -> list[tuple[Any, str]]:
-    from rubric_reward.rollouts import generate_responses
+    from rubric_reward.evaluation.rollouts import generate_responses
 
     texts = generate_responses(
         [row.prompt for row in rows], model=args.model, adapter=adapter, backend=args.backend,
@@ -156,7 +156,7 @@ def _score(name: str, pairs: list[tuple[Any, str]], out_dir: Path, args: argpars
            source: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """Strip think blocks, write responses.jsonl, score, write the system's files."""
     from rubric_reward.evaluation.ifeval_report import evaluate_system, write_system
-    from rubric_reward.rollouts import strip_think
+    from rubric_reward.evaluation.rollouts import strip_think
 
     out_dir.mkdir(parents=True, exist_ok=True)
     scored, stripped = [], 0

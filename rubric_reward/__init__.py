@@ -6,7 +6,7 @@ functions for TRL trainers. Heavy libraries load only when a path needs them.
 
 from __future__ import annotations
 
-from ._lazy import lazy_exports
+from .util.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -14,10 +14,10 @@ _EXPORTS = {
     "Rubric": "rubric", "Criterion": "rubric", "Option": "rubric", "RubricError": "rubric",
     "load_rubric": "rubric", "load_rubrics": "rubric",
     "Verdict": "results", "ScoreResult": "results", "JudgeError": "results", "ErrorKind": "results",
-    "ScoringConfig": "scoring", "Abstention": "scoring", "OnFailure": "scoring", "score_verdicts": "scoring",
+    "ScoringConfig": "arithmetic", "Abstention": "arithmetic", "OnFailure": "arithmetic", "score_verdicts": "arithmetic",
     "Item": "items",
     "JudgeConfig": "judges.config", "Judge": "judges.judge",
-    "Grader": "grader", "GradingConfig": "grader",
+    "Grader": "grading.grader", "GradingConfig": "grading.grader",
     "Scorer": "scorer",
     "EvalConfig": "evaluation.config", "run_eval": "evaluation.runner", "SQLiteCache": "judges.cache",
 }

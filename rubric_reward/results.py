@@ -40,7 +40,7 @@ class JudgeError:
 
     def __post_init__(self) -> None:
         # every failure is stored and printed through here: no credential survives in its text
-        from .redaction import redact
+        from .util.redaction import redact
 
         object.__setattr__(self, "message", redact(self.message))
 

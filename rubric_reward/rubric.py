@@ -238,7 +238,7 @@ class Rubric:
 
 # ---------------------------------------------------------------------------- loading
 def _read_structured(path: Path) -> Any:
-    from .files import FileError, read_structured
+    from .io.files import FileError, read_structured
 
     try:
         return read_structured(path, "rubric file")

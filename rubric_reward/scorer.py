@@ -1,7 +1,7 @@
 """The public facade: ``Scorer(rubric, judge).score(prompt, response)``.
 
 Async methods (``ascore``, ``ascore_batch``, ``ascore_pairs``) are the core; the sync methods run
-them on a private event-loop thread (:class:`~rubric_reward._loop.SyncFacade`) so pooled
+them on a private event-loop thread (:class:`~rubric_reward.util.loop.SyncFacade`) so pooled
 connections live across calls.
 """
 
@@ -11,13 +11,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._loop import SyncFacade
-from .grader import Grader, GradingConfig
+from .arithmetic import ScoringConfig
+from .grading.grader import Grader, GradingConfig
 from .items import Item
 from .judges.judge import as_judges
 from .results import ScoreResult
 from .rubric import Rubric, load_rubric
-from .scoring import ScoringConfig
+from .util.loop import SyncFacade
 
 __all__ = ["NoJudgeError", "Scorer", "require_judge"]
 

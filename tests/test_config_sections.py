@@ -1,4 +1,4 @@
-"""The one config-section reader (rubric_reward.sections) and the configs read through it (issues 28.3, 32.6):
+"""The one config-section reader (rubric_reward.io.sections) and the configs read through it (issues 28.3, 32.6):
 unknown keys, types (booleans are booleans, integers integers, numbers finite), declared ranges, nested sections
 typed once, every error naming the file, the section and the field; every field documented where declared, and
 the docs' field tables checked against the declarations."""
@@ -23,7 +23,7 @@ from rubric_reward.recipes.generator_dpo.evaluate_config import (EvalGeneratorCo
 from rubric_reward.recipes.generator_dpo.loop_config import HeldoutConfig, LoopConfig
 from rubric_reward.recipes.grpo.watch import WatchConfig
 from rubric_reward.rewards.config import GuardConfig, LengthPenalty, RewardConfig
-from rubric_reward.sections import field_help, from_section
+from rubric_reward.io.sections import field_help, from_section
 from rubric_reward.serve.config import ServeConfig, ServerSettings
 
 REPO = Path(__file__).resolve().parents[1]

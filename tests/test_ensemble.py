@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rubric_reward import Scorer
-from rubric_reward.ensemble import aggregate_votes
-from rubric_reward.grader import GradingConfig
+from rubric_reward.grading.ensemble import aggregate_votes
+from rubric_reward.grading.grader import GradingConfig
 from rubric_reward.judges import JudgeConfig
 from rubric_reward.results import ErrorKind, JudgeError, Verdict
 from rubric_reward.rubric import Rubric

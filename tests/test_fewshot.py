@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from rubric_reward import Scorer
-from rubric_reward.fewshot import FewShotSampler, LabelledExample
+from rubric_reward.grading.fewshot import FewShotSampler, LabelledExample
 from rubric_reward.judges import JudgeConfig
 from rubric_reward.rubric import Rubric
 from rubric_reward.testing.judge_server import JudgeServer, ScriptedJudge

@@ -8,9 +8,9 @@ import re
 import pytest
 
 from rubric_reward import ErrorKind, JudgeConfig, Rubric, Scorer
-from rubric_reward.group_prompts import parse_group_reply, render_group_call, requested_responses
-from rubric_reward.grader import _pair_keys
-from rubric_reward.group_grading import group_units, layout
+from rubric_reward.grading.group_prompt import parse_group_reply, render_group_call, requested_responses
+from rubric_reward.grading.grader import _pair_keys
+from rubric_reward.grading.group import group_units, layout
 from rubric_reward.items import Item
 from rubric_reward.testing.judge_server import Fault, FaultPlan
 

@@ -38,7 +38,7 @@ def test_redaction_comes_before_truncation_for_a_key_echoed_across_the_cut(monke
 
 
 def test_redact_removes_header_values_and_credential_environment_values(monkeypatch):
-    from rubric_reward.redaction import redact
+    from rubric_reward.util.redaction import redact
 
     monkeypatch.setenv("SOME_PROVIDER_API_KEY", "prov-0123456789abcdef")
     text = ('{"authorization": "Bearer tok-abcdef123456", "x-api-key": "xk-99887766", api-key: ak_55443322, '
@@ -54,7 +54,7 @@ def test_redact_removes_header_values_and_credential_environment_values(monkeypa
 
 
 def test_redaction_is_idempotent_and_a_mask_cannot_shield_a_key():
-    from rubric_reward.redaction import redact
+    from rubric_reward.util.redaction import redact
 
     text = 'Authorization: Bearer tok-abcdef123456, "api-key": "ak_55443322" Basic xyzzy-123456'
     once = redact(text)
@@ -66,7 +66,7 @@ def test_redaction_is_idempotent_and_a_mask_cannot_shield_a_key():
 
 
 def test_the_credentials_of_a_url_are_redacted_in_error_messages():
-    from rubric_reward.redaction import redact
+    from rubric_reward.util.redaction import redact
 
     shown = redact("HTTP 500 from http://user:s3cr3t-pw@10.0.0.1:8000/v1")
     assert shown == "HTTP 500 from http://[redacted]@10.0.0.1:8000/v1"
@@ -222,12 +222,12 @@ def test_no_60_second_window_at_the_server_holds_more_than_rpm(monkeypatch, rpm,
 def test_journal_damage_is_reported_once_however_often_it_is_read(tmp_path, caplog):
     import logging
 
-    from rubric_reward.journal import Journal
+    from rubric_reward.io.journal import Journal
 
     path = tmp_path / "results.jsonl"
     path.write_text('{"key": "a"}\n{"key": "b", torn{"key": "c"}\n{"key": "d"')
     journal = Journal(path)
-    with caplog.at_level(logging.WARNING, logger="rubric_reward.journal"):
+    with caplog.at_level(logging.WARNING, logger="rubric_reward.io.journal"):
         for _ in range(3):
             assert list(journal.latest()) == ["a"]
     assert [r.getMessage().split(": ", 1)[1] for r in caplog.records] == [

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rubric_reward.prompts import requested_criteria
+from rubric_reward.grading.criterion_prompt import requested_criteria
 from rubric_reward.evaluation.runner import arun_eval, run_eval
 
 try:
@@ -109,7 +109,7 @@ def test_a_corrupted_journal_line_keeps_the_cost_and_each_damage_is_reported_onc
         lines[2] = lines[2].replace('"cost"', 'cost', 1)  # a hand edit breaks one line
         # a torn append that a later write went on after: a bad line in the middle, then a torn tail
         (run_dir / "results.jsonl").write_text("".join(lines[:4]) + lines[4][:30] + "".join(lines[4:]) + '{"ke')
-        with caplog.at_level(logging.WARNING, logger="rubric_reward.journal"):
+        with caplog.at_level(logging.WARNING, logger="rubric_reward.io.journal"):
             resumed = run_eval(cfg())
     assert resumed.status == "complete" and resumed.n_graded == 2 and resumed.cache_hits == 6
     assert _total_cost(run_dir) == pytest.approx(reference) and reference > 0  # was short by one item

@@ -28,7 +28,7 @@ from rubric_reward.evaluation.ifeval_report import (
     write_results_jsonl,
     write_system,
 )
-from rubric_reward.rollouts import VLLM_INSTALL_HINT, generate_responses, strip_think
+from rubric_reward.evaluation.rollouts import VLLM_INSTALL_HINT, generate_responses, strip_think
 from rubric_reward.stats import paired_bootstrap_ci
 
 ROOT = Path(__file__).resolve().parents[1]

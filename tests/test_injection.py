@@ -16,8 +16,8 @@ import pytest
 from rubric_reward import Scorer
 from rubric_reward.items import Item
 from rubric_reward.judges import ChatReply, JudgeConfig, TokenLogprob
-from rubric_reward.logprob_verdicts import attach_probabilities
-from rubric_reward.prompts import PromptError, parse_reply, render_call
+from rubric_reward.grading.logprobs import attach_probabilities
+from rubric_reward.grading.criterion_prompt import PromptError, parse_reply, render_call
 from rubric_reward.results import ErrorKind, Verdict
 from rubric_reward.rubric import Rubric
 from rubric_reward.testing.judge_server import JudgeServer, ScriptedJudge

@@ -11,9 +11,9 @@ import pytest
 
 from rubric_reward import Scorer
 from rubric_reward.items import Item
-from rubric_reward.prompts import render_call
+from rubric_reward.grading.criterion_prompt import render_call
 from rubric_reward.rubric import Rubric
-from rubric_reward.screening import screen_response
+from rubric_reward.guards.degenerate import screen_response
 from rubric_reward.serve import ServeConfig, ServiceThread
 
 try:

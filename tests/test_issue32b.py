@@ -17,10 +17,10 @@ import pytest
 
 from rubric_reward import JudgeConfig, Rubric, Scorer
 from rubric_reward.evaluation.config import EvalConfig
-from rubric_reward.group_prompts import requested_responses
-from rubric_reward.injection import flag_response
+from rubric_reward.grading.group_prompt import requested_responses
+from rubric_reward.guards.flag import flag_response
 from rubric_reward.judges import ChatRequest, Judge, SQLiteCache
-from rubric_reward.redteam import CASES, RUBRIC as REDTEAM_RUBRIC
+from rubric_reward.evaluation.redteam import CASES, RUBRIC as REDTEAM_RUBRIC
 from rubric_reward.results import ScoreResult, Verdict
 from rubric_reward.rewards.config import RewardConfig
 from rubric_reward.rewards.engine import RewardEngine
@@ -339,21 +339,21 @@ def test_group_ids_are_reproduced_with_a_cache_and_hit_it(judge_server, tmp_path
 
 _IDS = """
 import json, sys
-from rubric_reward.group_grading import _nonces, nonce_salt
-print(json.dumps(_nonces(nonce_salt(None), ("rubric", "key", 0, 0, "answers", 0), [0, 1, 2], ["a", "b", "c"])))
+from rubric_reward.grading.group import _PROCESS_SALT, _nonces
+print(json.dumps(_nonces(_PROCESS_SALT, ("rubric", "key", 0, 0, "answers", 0), [0, 1, 2], ["a", "b", "c"])))
 """
 
 
 def test_group_ids_differ_between_processes_without_a_cache():
-    from rubric_reward.group_grading import _nonces, nonce_salt
+    from rubric_reward.grading.group import _PROCESS_SALT, _nonces
 
     runs = [subprocess.run([sys.executable, "-c", _IDS], capture_output=True, text=True, check=True, cwd=ROOT,
                            env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PATH": ""}).stdout
             for _ in range(2)]
     assert runs[0] != runs[1]
-    here = _nonces(nonce_salt(None), ("rubric", "key", 0, 0, "answers", 0), [0, 1, 2], ["a", "b", "c"])
-    assert here == _nonces(nonce_salt(None), ("rubric", "key", 0, 0, "answers", 0), [0, 1, 2], ["a", "b", "c"])
+    here = _nonces(_PROCESS_SALT, ("rubric", "key", 0, 0, "answers", 0), [0, 1, 2], ["a", "b", "c"])
+    assert here == _nonces(_PROCESS_SALT, ("rubric", "key", 0, 0, "answers", 0), [0, 1, 2], ["a", "b", "c"])
     assert len(set(here.values())) == 3
     # the same texts in another call, or a member in another position, get other ids
-    assert here != _nonces(nonce_salt(None), ("rubric", "key", 0, 0, "answers", 1), [0, 1, 2], ["a", "b", "c"])
-    assert here[0] != _nonces(nonce_salt(None), ("rubric", "key", 0, 0, "answers", 0), [1, 0, 2], ["a", "b", "c"])[0]
+    assert here != _nonces(_PROCESS_SALT, ("rubric", "key", 0, 0, "answers", 1), [0, 1, 2], ["a", "b", "c"])
+    assert here[0] != _nonces(_PROCESS_SALT, ("rubric", "key", 0, 0, "answers", 0), [1, 0, 2], ["a", "b", "c"])[0]

@@ -128,7 +128,7 @@ def test_a_replica_down_fails_over_and_rejoins_when_back():
 
 
 def test_single_url_pools_are_untouched_and_group_calls_share_a_task_key():
-    from rubric_reward.group_prompts import render_group_call
+    from rubric_reward.grading.group_prompt import render_group_call
 
     rub = rubric(2)
     orders = [tuple(o.label for o in c.options) for c in rub.criteria]

@@ -9,8 +9,8 @@ import pytest
 from rubric_reward import Scorer
 from rubric_reward.items import Item
 from rubric_reward.judges import ChatReply, JudgeConfig, TokenLogprob
-from rubric_reward.logprob_verdicts import attach_probabilities
-from rubric_reward.prompts import parse_reply, render_call
+from rubric_reward.grading.logprobs import attach_probabilities
+from rubric_reward.grading.criterion_prompt import parse_reply, render_call
 from rubric_reward.results import Verdict
 from rubric_reward.rubric import Rubric
 from rubric_reward.testing.judge_server import JudgeServer, ScriptedJudge
@@ -120,7 +120,7 @@ def test_logprob_verdicts_make_a_denser_reward_end_to_end():
 def test_tokens_that_list_a_stop_token_after_the_answer_still_give_probabilities():
     """A server may list the stop token in the logprobs while the reply's text leaves it out (the vLLM CI
     failure after issue 32): the answer is found in the reply's text, and the tokens agree up to its end."""
-    from rubric_reward.logprob_verdicts import _answer_at
+    from rubric_reward.grading.logprobs import _answer_at
 
     answer = '{"reason": "The answer is clear.", "verdict": "MET"}'
     assert _answer_at(answer + "<|im_end|>", answer) == 0

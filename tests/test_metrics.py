@@ -13,7 +13,7 @@ from sklearn.metrics import accuracy_score, cohen_kappa_score, confusion_matrix,
 from rubric_reward import stats
 from rubric_reward.evaluation.run_metrics import compute_metrics, human_score
 from rubric_reward.rubric import Rubric
-from rubric_reward.scoring import Abstention, ScoringConfig
+from rubric_reward.arithmetic import Abstention, ScoringConfig
 
 RUBRIC = Rubric.from_obj({
     "name": "r",

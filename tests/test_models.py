@@ -1,4 +1,4 @@
-"""Tests for rubric_reward.models (model references and the offline default model)."""
+"""Tests for rubric_reward.io.models (model references and the offline default model)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rubric_reward import models
-from rubric_reward.models import DEFAULT_LOCAL_MODEL, ModelResolutionError, resolve_model
+from rubric_reward.io import models
+from rubric_reward.io.models import DEFAULT_LOCAL_MODEL, ModelResolutionError, resolve_model
 
 HAS_GGUF_PACKAGE = importlib.util.find_spec(models.GGUF_PACKAGE) is not None
 HAS_TRAIN_STACK = all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers", "gguf"))
@@ -177,7 +177,7 @@ def test_concurrent_conversion_is_safe(tmp_path, converted):
 
     src_folder, _, _ = converted
     code = (
-        "import sys; from rubric_reward.models import resolve_model; "
+        "import sys; from rubric_reward.io.models import resolve_model; "
         "print(resolve_model('smollm2-135m-instruct', cache_dir=sys.argv[1]))"
     )
     env = dict(os.environ)

@@ -4,8 +4,10 @@
   service's 422 ``no_judge``), RubricReward;
 * are two prompts the same (``items.prompt_key``): the engine's normalisation, the grader's identical pairs and
   groups, a group judge's seeds, the TRL plugin's metrics;
-* when to give up on a batch (``rubric_reward.deadlines``): the engine, the grader and the transport;
+* when to give up on a batch (``rubric_reward.util.deadlines``): the engine, the grader and the transport;
 * the Judge protocol (``judges.base.JudgeLike``) the grader reads, and a Grader with no judge for checks only;
+* one judge-call loop (``grading.calls.run_call``: send, strict read, one re-ask, usage, record) for
+  per-criterion, per-item and group calls;
 * the GRPO launch: one default config, one monitor-judge predicate, one base-URL rule.
 """
 
@@ -94,8 +96,8 @@ def test_prompt_key_is_one_answer() -> None:
 def test_every_path_groups_prompts_by_prompt_key() -> None:
     """The engine's normalisation, the grader's pair and group keys, a group judge's seed and the TRL
     plugin's metric keys all partition the same prompts the same way."""
-    from rubric_reward.grader import _pair_keys
-    from rubric_reward.group_grading import _group_key
+    from rubric_reward.grading.grader import _pair_keys
+    from rubric_reward.grading.group import _group_key
     from rubric_reward.items import Item, prompt_key
     from rubric_reward.rewards.engine import RewardEngine
     from rubric_reward.rl.reward import _Batch
@@ -126,7 +128,7 @@ def test_every_path_groups_prompts_by_prompt_key() -> None:
 
 
 def test_deadline_rule() -> None:
-    from rubric_reward.deadlines import batch_net, earliest, give_up_at
+    from rubric_reward.util.deadlines import batch_net, earliest, give_up_at
 
     assert earliest(None, None) is None and earliest(5, None, 3) == 3
     assert batch_net(None, [2.0, 4.0]) == 4.0 and batch_net(None, [2.0, None]) is None
@@ -182,7 +184,7 @@ def test_engine_grader_and_transport_give_up_by_the_same_rule(monkeypatch: pytes
 def test_grader_reads_the_judge_protocol() -> None:
     import inspect
 
-    import rubric_reward.grader as grader
+    import rubric_reward.grading.grader as grader
     from rubric_reward.judges.base import JudgeLike
     from rubric_reward.judges.config import JudgeConfig
     from rubric_reward.judges.judge import Judge
@@ -200,6 +202,42 @@ def test_grader_reads_the_judge_protocol() -> None:
     assert isinstance(judge, JudgeLike) and judge.limiter is judge.transport.limiter and not judge.caches
     assert grader.Grader([judge])._item_window([]) >= 6  # twice the judge's slots, read through the protocol
     assert "getattr(" not in inspect.getsource(grader)  # no probing: the protocol says what a judge has
+
+
+@pytest.mark.parametrize("mode", ["per_criterion", "per_item", "group"])
+def test_every_mode_runs_its_calls_through_the_one_loop(mode, judge_server, monkeypatch) -> None:
+    import inspect
+
+    import rubric_reward.grading.group as group
+    from rubric_reward import JudgeConfig, Scorer
+    from rubric_reward.grading import calls, grader
+
+    for module in (grader, group):  # only the loop sends: no module of grading calls a judge itself
+        source = inspect.getsource(module)
+        assert ".complete(" not in source and "getattr(" not in source, module.__name__
+    seen = []
+    real = calls.run_call
+
+    async def counted(judge, call, **kw):
+        outcome = await real(judge, call, **kw)
+        seen.append((type(call).__name__, outcome.record))
+        return outcome
+
+    monkeypatch.setattr(grader, "run_call", counted)
+    monkeypatch.setattr(group, "run_call", counted)
+    server = judge_server(default="MET")
+    rubric = {"name": "r", "criteria": [{"name": "a", "requirement": "A?"}, {"name": "b", "requirement": "B?"}]}
+    config = JudgeConfig(model="j", base_url=server.base_url, mode=mode, max_retries=0)
+    scorer = Scorer(rubric, config)
+    try:
+        results = scorer.score_batch([("Q?", "one"), ("Q?", "two")])
+    finally:
+        scorer.close()
+    assert [r.score for r in results] == [1.0, 1.0]
+    calls_made = {"per_criterion": 4, "per_item": 2, "group": 2 * config.group_passes}[mode]  # group: a call per criterion
+    assert len(seen) == calls_made == server.requests
+    assert {name for name, _ in seen} == {"GroupCall" if mode == "group" else "JudgeCall"}
+    assert all(record.judge == "j" and record.error is None for _, record in seen)
 
 
 # ------------------------------------------------------------------------------------------ the GRPO launch

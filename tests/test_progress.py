@@ -1,8 +1,8 @@
-"""The one progress bar (rubric_reward.progress)."""
+"""The one progress bar (rubric_reward.util.progress)."""
 
 import sys
 
-from rubric_reward.progress import Progress
+from rubric_reward.util.progress import Progress
 
 
 def test_a_disabled_bar_only_counts_and_never_imports_rich(monkeypatch):

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from rubric_reward.items import Item
-from rubric_reward.prompts import (
+from rubric_reward.grading.criterion_prompt import (
     PromptError, fence, option_order, parse_reply, render_call, requested_criteria,
 )
 from rubric_reward.rubric import Rubric

@@ -114,7 +114,7 @@ def _artefacts(out: Path, tiny: Path) -> dict:
     from datasets import load_from_disk
     from safetensors.torch import load_file
 
-    from rubric_reward.journal import Journal
+    from rubric_reward.io.journal import Journal
 
     got = {}
     for i in (1, 2):

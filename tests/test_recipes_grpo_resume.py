@@ -122,7 +122,7 @@ def fake_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.Cap
 
     import trl
 
-    from rubric_reward import models
+    from rubric_reward.io import models
     from rubric_reward.recipes.grpo import console
 
     run_module = importlib.import_module("rubric_reward.recipes.grpo.run")
@@ -207,7 +207,7 @@ def test_monitor_never_scores_a_half_written_checkpoint(tmp_path: Path, monkeypa
 
 def test_a_torn_monitor_line_does_not_swallow_the_next_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A kill while monitor.jsonl was written leaves a torn last line; the next record must still count."""
-    from rubric_reward import rollouts
+    from rubric_reward.evaluation import rollouts
     from rubric_reward.recipes.grpo.monitor import checkpoints_looked_at, read_records
 
     monitor = _monitor(tmp_path)

@@ -137,7 +137,7 @@ def test_eval_dtype_reaches_the_generation_weights(monkeypatch: pytest.MonkeyPat
     import torch
     from transformers import AutoModelForCausalLM
 
-    from rubric_reward import rollouts
+    from rubric_reward.evaluation import rollouts
     from rubric_reward.recipes.grpo import RecipeArguments
     from rubric_reward.recipes.grpo.builders import generation_kwargs
 
@@ -245,7 +245,7 @@ def test_tiny_end_to_end_then_resume(tmp_path: Path, tiny_model: Path, judge_ser
     logged_steps = [r["monitor/step"] for r in map(json.loads, (out / "train_log.jsonl").read_text().splitlines())
                     if "monitor/mean" in r]
     assert sorted(logged_steps) == [0, 2, 4]
-    from rubric_reward.threads import available_cpus
+    from rubric_reward.util.threads import available_cpus
 
     if available_cpus() > 1:  # auto: a CPU the 1-thread run leaves idle
         assert "side process" in log and "generated beside training" in log

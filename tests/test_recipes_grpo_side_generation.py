@@ -45,7 +45,7 @@ def adapter(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _here(model: Path, prompts=PROMPTS, adapter: Path | None = None, **kwargs) -> list[str]:
     import torch
 
-    from rubric_reward.rollouts import generate_responses
+    from rubric_reward.evaluation.rollouts import generate_responses
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -128,7 +128,7 @@ def test_generating_in_a_training_process_leaves_its_random_stream(tiny_model: P
 def test_an_adapter_is_generated_with_unfrozen_weights_on_a_cpu(tiny_model: Path, adapter: Path) -> None:
     """A PEFT load freezes the weights; frozen bfloat16 weights took a CPU path that peaked 1.7 GB higher at 40
     prompts per batch (docs/performance.md), so generation unfreezes them (it runs under inference_mode)."""
-    from rubric_reward.rollouts import _load_transformers
+    from rubric_reward.evaluation.rollouts import _load_transformers
 
     for merge in (True, False):
         lm, _ = _load_transformers(str(tiny_model), str(adapter), merge, "auto")

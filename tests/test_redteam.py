@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rubric_reward.cli import main
-from rubric_reward.redteam import CASES, FAMILIES
+from rubric_reward.evaluation.redteam import CASES, FAMILIES
 
 
 def test_the_suite_is_bundled_and_grouped():

@@ -42,7 +42,7 @@ def test_one_strip_think_everywhere():
     from rubric_reward.rewards import text
 
     assert answers.strip_think is text.strip_think
-    import rubric_reward.rollouts as rollouts
+    import rubric_reward.evaluation.rollouts as rollouts
 
     assert rollouts.strip_think is text.strip_think
 
@@ -197,7 +197,7 @@ def test_a_rows_rubric_wins_over_the_default_unless_the_column_is_off(judge_serv
 
 @pytest.mark.timeout(60)
 def test_one_batch_parses_each_reply_once_and_normalises_each_prompt_once(judge_server, tmp_path, monkeypatch):
-    import rubric_reward.grader as grader
+    import rubric_reward.grading.grader as grader
     import rubric_reward.items as items
 
     server = judge_server(default="MET")

@@ -8,7 +8,7 @@ import pytest
 
 from rubric_reward import Scorer
 from rubric_reward.rubric import load_rubric
-from rubric_reward.screening import screen_response
+from rubric_reward.guards.degenerate import screen_response
 
 RUBRIC = {"criteria": [{"name": "helpful", "requirement": "Helpful."},
                        {"name": "harmful", "requirement": "Harmful.", "weight": -1}]}

@@ -31,8 +31,8 @@ from _runner_fixtures import (
 from rubric_reward.cli import main as cli_main
 from rubric_reward.evaluation import EvalConfig, run_eval
 from rubric_reward.evaluation.dataset import FieldMap, load_items
-from rubric_reward.prompts import template_hash
-from rubric_reward.rows import DataError
+from rubric_reward.grading.criterion_prompt import template_hash
+from rubric_reward.io.rows import DataError
 from rubric_reward.rubric import Rubric
 from rubric_reward.testing.judge_server import Fault, FaultPlan
 

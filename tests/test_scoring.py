@@ -2,7 +2,7 @@ import pytest
 
 from rubric_reward.results import ErrorKind, JudgeError, Verdict
 from rubric_reward.rubric import Rubric
-from rubric_reward.scoring import ScoringConfig, score_verdicts
+from rubric_reward.arithmetic import ScoringConfig, score_verdicts
 
 # The worked example: a +10, b +5, neg -5, ord +8 with options 0 / .5 / 1 and N/A.
 WORKED = Rubric.from_obj({"criteria": [

@@ -12,7 +12,8 @@ import pytest
 
 from rubric_reward import Scorer
 from rubric_reward.serve import RewardClient, RewardServiceError, ServeConfig, ServiceThread
-from rubric_reward.rewards.text import chat_text_to_prompt, split_query, strip_think
+from rubric_reward.rewards.text import chat_text_to_prompt, split_query
+from rubric_reward.util.think import strip_think
 
 RUBRIC = {"name": "support", "criteria": [
     {"name": "answers", "requirement": "Answers the question.", "weight": 10},

@@ -74,7 +74,7 @@ def test_a_surrogate_in_a_rubric_names_the_field():
 
 @pytest.mark.timeout(30)
 def test_an_internal_failure_keeps_its_traceback_in_the_log(judge_server, monkeypatch, caplog):
-    import rubric_reward.grader as grader
+    import rubric_reward.grading.grader as grader
 
     def broken(*args, **kwargs):
         raise OSError("/srv/secret/path/model.bin is unreadable")
@@ -91,7 +91,7 @@ def test_an_internal_failure_keeps_its_traceback_in_the_log(judge_server, monkey
 
 def test_a_surrogate_in_an_item_id_is_a_named_error(tmp_path):
     from rubric_reward.evaluation.dataset import load_items
-    from rubric_reward.rows import DataError
+    from rubric_reward.io.rows import DataError
     from rubric_reward.items import Item
 
     with pytest.raises(ValueError, match="field 'id' is not valid text"):

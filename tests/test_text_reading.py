@@ -16,7 +16,8 @@ import re
 
 import pytest
 
-from rubric_reward import folding, injection
+from rubric_reward.guards import confusables as folding
+from rubric_reward.guards import flag as injection
 
 ALPHABET = "ab Z_9-.\n\t:=>|#*`[]<\u00e9\u00df\u0130\u0301\u4e00\uff21\u200b\u202e\u202c"
 WORDS = ("MET UNMET met unmet CANNOT_ASSESS N/A verdict score grade grader judge judges ignore previous instructions "
@@ -161,7 +162,7 @@ def test_said_joins_whitespace_as_the_regex_did():
 
 
 def test_per_rubric_memo_is_per_object_and_never_stale():
-    from rubric_reward.memo import per_rubric
+    from rubric_reward.guards.memo import per_rubric
     from rubric_reward.rubric import Rubric
 
     calls = []
@@ -181,7 +182,7 @@ def test_per_rubric_memo_is_per_object_and_never_stale():
 
 
 def test_the_repeated_unit_is_found_as_the_plain_search_finds_it():
-    from rubric_reward.screening import _unit
+    from rubric_reward.guards.degenerate import _unit
 
     def plain(words):
         n = len(words)

@@ -1,4 +1,4 @@
-"""CPU threads chosen deliberately (rubric_reward.threads) and used by the GRPO recipe."""
+"""CPU threads chosen deliberately (rubric_reward.util.threads) and used by the GRPO recipe."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 
 def test_environment_defaults_do_not_override(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rubric_reward.threads import prepare_environment
+    from rubric_reward.util.threads import prepare_environment
 
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
@@ -19,7 +19,7 @@ def test_environment_defaults_do_not_override(monkeypatch: pytest.MonkeyPatch) -
 
 def test_torch_threads_share_the_cpus_among_local_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     torch = pytest.importorskip("torch")
-    from rubric_reward.threads import available_cpus, set_torch_threads
+    from rubric_reward.util.threads import available_cpus, set_torch_threads
 
     before = torch.get_num_threads()
     try:
@@ -49,7 +49,7 @@ def test_torch_threads_is_a_checked_recipe_field() -> None:
 
 _MAPPED_BLOCKS = """
 import ctypes, sys
-from rubric_reward.cpu_memory import retain_freed_memory
+from rubric_reward.util.cpu_memory import retain_freed_memory
 
 class Info(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
@@ -85,7 +85,7 @@ def test_large_blocks_come_from_the_heap_unless_the_user_chose(env: dict[str, st
 
 _RELEASED = """
 import ctypes, os
-from rubric_reward.cpu_memory import release_freed_memory, retain_freed_memory
+from rubric_reward.util.cpu_memory import release_freed_memory, retain_freed_memory
 
 libc = ctypes.CDLL(None)
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]

@@ -13,7 +13,7 @@ from rubric_reward.items import Item  # noqa: E402
 from rubric_reward.judges.base import ChatRequest  # noqa: E402
 from rubric_reward.judges.token_trees import group_by_prefix, pack_rows  # noqa: E402
 from rubric_reward.judges.transformers_backend import TransformersBackend, json_object_end  # noqa: E402
-from rubric_reward.prompts import render_call  # noqa: E402
+from rubric_reward.grading.criterion_prompt import render_call  # noqa: E402
 from tests.helpers.reference_judge import ReferenceTransformersBackend, reference_label_logprobs  # noqa: E402
 
 # label sets: binary with CANNOT_ASSESS, ordinal with N/A, nominal with multi-token labels, binary without abstention

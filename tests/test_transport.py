@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from rubric_reward import Scorer
-from rubric_reward.grader import GradingConfig
+from rubric_reward.grading.grader import GradingConfig
 from rubric_reward.judges import ChatReply, ChatRequest, Judge, JudgeConfig, load_judges
 from rubric_reward.judges import limits as limits_mod
 from rubric_reward.judges.limits import Rate, Slots, endpoint_limiter

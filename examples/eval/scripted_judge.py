@@ -15,7 +15,7 @@ import hashlib
 import time
 from pathlib import Path
 
-from rubric_reward.rows import numbered_jsonl_rows
+from rubric_reward.io.rows import numbered_jsonl_rows
 from rubric_reward.testing.judge_server import JudgeServer, ScriptedJudge
 
 HERE = Path(__file__).resolve().parent

@@ -3,7 +3,7 @@
 ``text:repeats_itself`` is MET when a response repeats itself: a line (case and spacing folded) occurs
 ``REPEATED_LINE`` times or more, or a response of 15 words or more has under ``DISTINCT_WORDS`` distinct words.
 ``text:echoes_prompt`` is MET when a response is no answer of its own: empty, or (after bare openers) only a
-run of words its prompt already holds, as the degenerate screen reads it (:mod:`rubric_reward.screening`),
+run of words its prompt already holds, as the degenerate screen reads it (:mod:`rubric_reward.guards.degenerate`),
 e.g. a format's example copied whole (``* first``, ``* second``, ``* third``). It reads the item's prompt.
 Give them a negative weight to make them penalties (``{name: repeats_itself, check: "text:repeats_itself",
 weight: -2}``). The GRPO recipe's reward-hacking indicators count completions by the same rules.
@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..screening import screen_response
+from ..guards.degenerate import screen_response
 
 __all__ = ["CHECKS", "DISTINCT_WORDS", "NON_ANSWERS", "REPEATED_LINE", "check", "echoes_prompt", "fold",
            "repeats_itself", "validate"]

@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..threads import prepare_environment
+    from ..util.threads import prepare_environment
 
     prepare_environment()  # before torch loads: local models (generator, judge, DPO) share 2 cores politely
     args = build_parser().parse_args(argv)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..models import DEFAULT_LOCAL_MODEL
+from ..io.models import DEFAULT_LOCAL_MODEL
 
 __all__ = ["bundled_model_note"]
 

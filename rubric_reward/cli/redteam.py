@@ -1,5 +1,5 @@
 """``rubric-reward redteam``: the bundled injection / persuasion / forged-structure / master-key suite
-run against a judge configuration in every mode (rubric_reward.redteam, docs/security.md)."""
+run against a judge configuration in every mode (rubric_reward.evaluation.redteam, docs/security.md)."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def register(sub: Any) -> None:
 
 def _cmd_redteam(args: argparse.Namespace) -> int:
     from ..judges.config import JudgeConfig
-    from ..models import DEFAULT_LOCAL_MODEL
-    from ..redteam import gullible_label, gullible_reply, honest_label, run_redteam, table, verdict
+    from ..io.models import DEFAULT_LOCAL_MODEL
+    from ..evaluation.redteam import gullible_label, gullible_reply, honest_label, run_redteam, table, verdict
     from ..rubric import load_rubric
 
     rubric = load_rubric(args.rubric) if args.rubric else None

@@ -40,7 +40,7 @@ def _count(n: int, one: str, many: str) -> str:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    from ..rows import DataError, numbered_jsonl_rows
+    from ..io.rows import DataError, numbered_jsonl_rows
 
     rows = []
     for n, row in numbered_jsonl_rows(path):
@@ -57,7 +57,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def _judge_spec(args: argparse.Namespace) -> Any:
     from ..judges.config import JudgeConfig
-    from ..models import DEFAULT_LOCAL_MODEL
+    from ..io.models import DEFAULT_LOCAL_MODEL
 
     if args.judge is None:
         return JudgeConfig(model=DEFAULT_LOCAL_MODEL, backend="transformers")
@@ -68,7 +68,7 @@ def _judge_spec(args: argparse.Namespace) -> Any:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    from ..progress import Progress
+    from ..util.progress import Progress
     from ..rubric import RubricError, load_rubric
     from ..scorer import Scorer
 

@@ -21,7 +21,7 @@ class OfflinePrompt:
 
 def load_offline_prompts() -> list[OfflinePrompt]:
     """The bundled prompts with their (validated) rubrics."""
-    from ..rows import numbered_jsonl_rows
+    from ..io.rows import numbered_jsonl_rows
     from ..rubric import Rubric
 
     with resources.as_file(resources.files(__name__).joinpath("offline/prompts.jsonl")) as path:

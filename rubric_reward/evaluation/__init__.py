@@ -16,7 +16,7 @@ writes reports. Exports load lazily.
 
 from __future__ import annotations
 
-from .._lazy import lazy_exports
+from ..util.lazy import lazy_exports
 
 _EXPORTS = {
     "EvalConfig": "config", "RunSummary": "runner", "run_eval": "runner", "arun_eval": "runner",

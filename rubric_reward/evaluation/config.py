@@ -9,12 +9,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..grader import GradingConfig
+from ..grading.grader import GradingConfig
 from ..judges.config import JudgeConfig, load_judges
 from ..judges.fingerprint import plain, public_judge
-from ..rows import DataSource
-from ..scoring import ScoringConfig
-from ..sections import check_fields, from_section
+from ..io.rows import DataSource
+from ..arithmetic import ScoringConfig
+from ..io.sections import check_fields, from_section
 from .dataset import FieldMap
 
 __all__ = ["EvalConfig"]
@@ -97,7 +97,7 @@ class EvalConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> EvalConfig:
-        from ..files import read_structured
+        from ..io.files import read_structured
 
         path = Path(path)
         obj = read_structured(path, "eval config file")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..items import Item, as_messages, response_text
-from ..rows import DataError, located_rows
+from ..io.rows import DataError, located_rows
 from ..rubric import MET, UNMET, Criterion, CriterionKind, Rubric, RubricError, load_rubric, load_rubrics
 
 __all__ = ["EvalItem", "FieldMap", "load_items", "normalise_label"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checks.ifeval import get_checker
-from ..rows import numbered_jsonl_rows
+from ..io.rows import numbered_jsonl_rows
 from ..rubric import Rubric
 
 __all__ = [

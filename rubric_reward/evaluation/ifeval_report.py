@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..checks.ifeval import IFEvalResult, IFEvalSummary, evaluate_row, summarize
-from ..progress import Progress
+from ..util.progress import Progress
 from ..stats import holm_adjust, mcnemar_exact, paired_bootstrap_ci
 from .formatting import jsonable, markdown_table, pct, pvalue
 

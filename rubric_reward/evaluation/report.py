@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..journal import write_atomic
+from ..io.journal import write_atomic
 from .formatting import ci_text, fmt, markdown_table
 from .run_metrics import RunData, compute_metrics, item_scores, load_run
 

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import stats
-from ..journal import Journal
+from ..io.journal import Journal
 from ..results import Verdict
 from ..rubric import Criterion, CriterionKind, Rubric
-from ..scoring import ScoringConfig, score_verdicts
+from ..arithmetic import ScoringConfig, score_verdicts
 
 __all__ = ["RunData", "compute_metrics", "human_score", "item_scores", "load_run"]
 

@@ -42,15 +42,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..grader import Grader
+from ..grading.grader import Grader
 from ..judges.cache import SQLiteCache, refreshing
 from ..judges.fingerprint import judge_fingerprint, plain
 from ..judges.judge import Judge
-from ..journal import Journal, write_atomic
-from ..progress import Progress
-from ..prompts import template_hash
+from ..io.journal import Journal, write_atomic
+from ..util.progress import Progress
+from ..grading.criterion_prompt import template_hash
 from ..results import ErrorKind, ScoreResult
-from ..rows import DataError
+from ..io.rows import DataError
 from .config import EvalConfig
 from .dataset import EvalItem, load_items
 

@@ -16,7 +16,7 @@ Nothing heavy is imported until a name is used.
 
 from __future__ import annotations
 
-from .._lazy import lazy_exports
+from ..util.lazy import lazy_exports
 
 _EXPORTS = {
     "GenerationConfig": "config",

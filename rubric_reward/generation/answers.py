@@ -7,9 +7,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..rewards.text import strip_think  # the one think-block rule (re-exported: generate.py uses it here)
+from ..util.think import strip_think
 
-__all__ = ["json_values", "strip_think"]
+__all__ = ["json_values"]
 
 _DECODER = json.JSONDecoder()
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..sections import check_fields, from_section
+from ..io.sections import check_fields, from_section
 
 __all__ = ["FORMATS", "GenerationConfig"]
 

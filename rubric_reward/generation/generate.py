@@ -56,7 +56,7 @@ def generate_rubrics(input: str | Path | Sequence[Any], out: str | Path, *, gene
 
     Each line: ``{key, id, ok, rubric, error, text, attempts, repairs, ...}`` (see GeneratedRubric).
     """
-    from ..journal import Journal
+    from ..io.journal import Journal
 
     prompts = load_prompts(input)
     out = Path(out)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from .._loop import SyncFacade
+from ..util.loop import SyncFacade
 from ..judges.base import ChatReply, ChatRequest, ReplyCache
 from ..judges.config import JudgeConfig
 from ..judges.judge import Judge, as_judges
@@ -83,7 +83,7 @@ class GeneratedRubric:
 def default_generator() -> JudgeConfig:
     """The offline default: the bundled SmolLM2-135M-Instruct, generating (not label-scoring), sampled at
     temperature 0.7 with seed 0: greedy decoding makes a 135M model repeat one criterion line after line."""
-    from ..models import DEFAULT_LOCAL_MODEL
+    from ..io.models import DEFAULT_LOCAL_MODEL
 
     return JudgeConfig(model=DEFAULT_LOCAL_MODEL, backend="transformers", verdict_mode="generate", max_tokens=1024,
                        temperature=0.7, seed=0)

@@ -122,7 +122,7 @@ def _rows(source: Any, hub: str, split: str, where: str) -> tuple[str, list[tupl
         if not isinstance(data, list):
             raise ValueError(f"{path}: a JSON file must hold a list of rows")
         return str(path), _indexed(data)
-    from ..rows import DataError, numbered_jsonl_rows
+    from ..io.rows import DataError, numbered_jsonl_rows
 
     try:
         return str(path), [(f"line {n}", dict(r)) for n, r in numbered_jsonl_rows(path)]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..judges.base import ReplyCache
-from ..progress import Progress
+from ..util.progress import Progress
 
 __all__ = ["job_cache", "run_batch"]
 

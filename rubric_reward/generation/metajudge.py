@@ -34,14 +34,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .._loop import SyncFacade
+from ..util.loop import SyncFacade
 from ..judges.base import ChatReply, ChatRequest, ReplyCache
 from ..judges.judge import Judge
-from ..logprob_verdicts import label_probabilities, token_offsets
-from ..prompts import fence
+from ..grading.logprobs import label_probabilities, token_offsets
+from ..grading.criterion_prompt import fence
 from ..rubric import Rubric, load_rubric
 from .generator import one_judge
-from ..sections import check_fields, from_section
+from ..io.sections import check_fields, from_section
 from .templates import task_text
 
 __all__ = [
@@ -114,13 +114,13 @@ class OffMenu(ValueError):
 def parse_winner(text: str | None, key: str = "winner") -> tuple[str, str]:
     """``(winner, reason)`` from a pairwise answer; raises :class:`OffMenu` for anything but A or B.
 
-    The rules of the judge's verdicts (:func:`rubric_reward.prompts.answer_span`): the answer is one JSON
+    The rules of the judge's verdicts (:func:`rubric_reward.grading.criterion_prompt.answer_span`): the answer is one JSON
     object that is the whole reply (after a think block), or the one fenced block holding only it, with
     exactly the keys ``key`` and ``reason`` (``key`` is the schema's pick field: ``winner``, or ``verdict`` in
     :data:`LOCAL_PAIRWISE_SCHEMA`, asked of an in-process logprob judge) and the winner written exactly ``"A"`` or
     ``"B"``; a
     ``{"winner": ...}`` quoted in prose or nested in another value is never taken."""
-    from ..prompts import PromptError, answer_span
+    from ..grading.criterion_prompt import PromptError, answer_span
 
     if not text or not text.strip():
         raise OffMenu("the answer is empty")

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..judges.base import ChatRequest
-from ..prompts import fence
+from ..grading.criterion_prompt import fence
 from ..rubric import Rubric
 from .human_data import PairwiseRow
 
@@ -64,10 +64,10 @@ def pairwise_messages(task: str, rubric: Rubric, first: Sequence[Mapping[str, st
 def parse_choice(text: str | None) -> tuple[str, str]:
     """``(verdict, reason)`` with verdict "1" or "2"; ``ValueError`` for anything else.
 
-    The rules of the judge's verdicts (:func:`rubric_reward.prompts.answer_span`): one JSON object that is
+    The rules of the judge's verdicts (:func:`rubric_reward.grading.criterion_prompt.answer_span`): one JSON object that is
     the whole reply (after a think block), or the one fenced block holding only it, with exactly the keys
     ``reason`` and ``verdict``, the verdict written exactly "1" or "2"."""
-    from ..prompts import answer_span, verdict_shape
+    from ..grading.criterion_prompt import answer_span, verdict_shape
 
     if not text or not text.strip():
         raise ValueError("the answer is empty")

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..rubric import Rubric, RubricError
-from .answers import json_values, strip_think
+from ..util.think import strip_think
+from .answers import json_values
 from .config import GenerationConfig
 from .grounding import ground_check
 

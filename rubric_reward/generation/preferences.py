@@ -51,7 +51,7 @@ from .jobs import job_cache, run_batch
 from .metajudge import MetaJudge, MetaJudgeConfig, PairJudgement
 from .parsing import rubric_text
 from .prompt_rows import PromptRow, load_prompts
-from ..sections import check_fields, from_section
+from ..io.sections import check_fields, from_section
 from .templates import generation_messages
 
 __all__ = ["PreferenceConfig", "PreferenceSummary", "build_preferences", "choose_pair", "choose_pairs",
@@ -188,7 +188,7 @@ class _Builder:
 
     def __init__(self, gen: RubricGenerator, meta: MetaJudge, cfg: PreferenceConfig, out: Path,
                  gen_fp: str, meta_fp: str):
-        from ..journal import Journal
+        from ..io.journal import Journal
 
         self.gen, self.meta, self.cfg, self.out = gen, meta, cfg, out
         self.gen_fp, self.meta_fp = gen_fp, meta_fp
@@ -288,7 +288,7 @@ def build_preferences(prompts: str | Path | Sequence[Any], out_dir: str | Path, 
     objects (a :class:`RubricGenerator` is used as is, so its temperature is its own; a spec gets
     ``config.temperature``). ``cache="auto"`` keeps the reply cache in ``out_dir/cache.sqlite``.
     """
-    from ..journal import write_atomic
+    from ..io.journal import write_atomic
     from ..judges.fingerprint import judge_fingerprint
 
     cfg = config if isinstance(config, PreferenceConfig) else PreferenceConfig.from_dict(config)

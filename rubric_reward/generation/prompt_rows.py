@@ -27,7 +27,7 @@ class PromptRow:
 def load_prompts(source: str | Path | Sequence[Any]) -> list[PromptRow]:
     """Prompts from a JSONL file (field ``prompt``, ``conversation`` or ``messages``; optional ``id``)
     or from a list of strings / mappings. Errors name the file and line."""
-    from ..rows import DataError, numbered_jsonl_rows
+    from ..io.rows import DataError, numbered_jsonl_rows
 
     where = str(source) if isinstance(source, str | Path) else "prompts"
     if isinstance(source, str | Path):

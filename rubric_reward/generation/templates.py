@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..items import as_messages
-from ..prompts import fence
+from ..grading.criterion_prompt import fence
 from .config import GenerationConfig
 
 __all__ = ["CHECK_MENU", "GENERATION_TEMPLATE_VERSION", "LIST_EXAMPLE", "LIST_EXAMPLE_CHECKS", "RUBRIC_SCHEMA",

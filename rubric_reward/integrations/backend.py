@@ -23,7 +23,7 @@ import threading
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from rubric_reward._loop import SyncFacade
+from rubric_reward.util.loop import SyncFacade
 from rubric_reward.rewards.budget import StepBudget
 from rubric_reward.rewards.records import RewardRecord
 from rubric_reward.rewards.trainers import score_openrlhf, unscored_cause

@@ -91,6 +91,7 @@ class JudgeLike(Protocol):
     ``config`` is its :class:`~rubric_reward.judges.config.JudgeConfig` (samples, weight, mode, deadlines);
     ``caches`` whether replies are cached (the grader then vets a reply before it is stored); ``limiter`` the
     endpoint limiter its calls take slots of (judges of one endpoint share one, counted once);
+    ``nonce_salt()`` the persistent key of group-mode response ids its reply cache keeps (None: no such cache);
     ``complete`` never raises.
     """
 
@@ -104,6 +105,8 @@ class JudgeLike(Protocol):
 
     @property
     def limiter(self) -> Any: ...
+
+    def nonce_salt(self) -> bytes | None: ...
 
     async def complete(self, request: ChatRequest, *, accept: Any = None) -> ChatReply: ...
 

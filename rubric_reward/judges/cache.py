@@ -307,7 +307,7 @@ class SQLiteCache:
         return int(row[0])
 
     def nonce_salt(self) -> bytes:
-        """The secret key of group-mode response ids (:mod:`rubric_reward.group_grading`): drawn once
+        """The secret key of group-mode response ids (:mod:`rubric_reward.grading.group`): drawn once
         (:func:`secrets.token_bytes`) and kept in this file, so a rerun reproduces its calls' ids and hits
         their replies; a response author without the file cannot predict them."""
         if self._salt is None:

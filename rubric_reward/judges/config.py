@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..models import DEFAULT_LOCAL_MODEL
-from ..sections import check_fields, from_section
+from ..io.models import DEFAULT_LOCAL_MODEL
+from ..io.sections import check_fields, from_section
 
 __all__ = ["ANSWER", "CALLS", "OPERATIONAL", "JudgeConfig", "check_transformers_engine_args", "judge_fields",
            "load_judges"]
@@ -38,7 +38,7 @@ class JudgeConfig:
     ``"group"``: one call judges the distinct responses to one prompt together (at most
     ``group_size`` per call, a larger group is split) on ``group_criteria`` criteria (an integer k or
     ``"all"``), with ``group_passes: 2`` adding a second pass in the reverse display order (see
-    :mod:`rubric_reward.group_grading`).
+    :mod:`rubric_reward.grading.group`).
     ``verdict_mode`` applies to local backends (transformers, in-process vLLM): ``"logprob"`` scores
     each allowed label as a forced continuation; ``"generate"`` generates and parses JSON.
     ``engine_args`` go to ``vllm.LLM(...)`` for the in-process vLLM backend.
@@ -260,7 +260,7 @@ def load_judges(source: str | Path | Mapping | list | JudgeConfig, *, base_url: 
     obj: Any = source
     where = "judge config"
     if isinstance(source, str | Path) and Path(source).suffix in (".yaml", ".yml", ".json"):
-        from ..files import read_structured
+        from ..io.files import read_structured
 
         where = str(source)
         obj = read_structured(source, "judge config file")

@@ -19,8 +19,8 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from .._loop import LoopSessions, close_detached
-from ..redaction import redact
+from ..util.loop import LoopSessions, close_detached
+from ..util.redaction import redact
 from ..results import ErrorKind, JudgeError, Usage
 from .base import ChatReply, ChatRequest, TokenLogprob
 from .config import JudgeConfig

@@ -60,6 +60,12 @@ class Judge:
         """The endpoint limiter this judge's calls take slots of (shared by the judges of one endpoint)."""
         return self.transport.limiter
 
+    def nonce_salt(self) -> bytes | None:
+        """The key of this judge's group-mode response ids kept by its reply cache (reruns draw the same ids
+        and hit the cache), or None when the cache keeps none (:meth:`~.cache.SQLiteCache.nonce_salt`)."""
+        get = getattr(self.transport.cache, "nonce_salt", None)  # an optional part of a ReplyCache
+        return get() if callable(get) else None
+
     def complete(self, request: ChatRequest, *,
                  accept: Callable[[ChatReply], bool] | None = None) -> Coroutine[Any, Any, ChatReply]:
         """Answer ``request`` (awaitable; the transport's own coroutine, no extra layer per call)."""

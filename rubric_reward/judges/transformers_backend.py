@@ -101,7 +101,7 @@ class TransformersBackend(BatchingBackend):
             raise ImportError(
                 "the transformers judge needs torch and transformers: pip install 'rubric-reward[train]'"
             ) from exc
-        from ..models import resolve_model
+        from ..io.models import resolve_model
 
         path = resolve_model(self.config.model)
         device = "cuda" if torch.cuda.is_available() else "cpu"

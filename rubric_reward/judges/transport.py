@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..deadlines import earliest
+from ..util.deadlines import earliest
 from ..results import ErrorKind, JudgeError, Usage
 from .base import Backend, ChatReply, ChatRequest, ReplyCache
 from .http import redact
@@ -188,7 +188,7 @@ class Transport:
     # ------------------------------------------------------------------ attempts
     def _deadline(self, start: float) -> float | None:
         """When this call is cut (monotonic): the earliest of its own deadline, the batch's, and this judge's
-        own batch deadline counted from the batch's start (:mod:`rubric_reward.deadlines`)."""
+        own batch deadline counted from the batch's start (:mod:`rubric_reward.util.deadlines`)."""
         cfg = self.config
         call = None if cfg.call_deadline_s is None else start + cfg.call_deadline_s
         batch = _BATCH.get()

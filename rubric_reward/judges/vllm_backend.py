@@ -81,7 +81,7 @@ class VLLMBackend(BatchingBackend):
         if self._llm is None:
             import vllm
 
-            from ..models import resolve_model
+            from ..io.models import resolve_model
 
             args = {**default_engine_args(), **dict(self.config.engine_args)}
             self._llm = vllm.LLM(model=resolve_model(self.config.model), **args)

@@ -10,7 +10,7 @@ See docs/rewards.md. Exports load lazily.
 
 from __future__ import annotations
 
-from .._lazy import lazy_exports
+from ..util.lazy import lazy_exports
 
 _EXPORTS = {
     "RewardConfig": "config", "GuardConfig": "config", "LengthPenalty": "config", "DEFAULT_SCORING": "config",
@@ -18,7 +18,7 @@ _EXPORTS = {
     "SampleError": "samples",
     "RewardRecord": "records", "REWARD_FIELDS": "records", "reward_of": "records",
     "RewardEngine": "engine",
-    "strip_think": "text", "split_query": "text", "chat_text_to_prompt": "text", "openrlhf_sample": "text",
+    "strip_think": "..util.think", "split_query": "text", "chat_text_to_prompt": "text", "openrlhf_sample": "text",
     "RewardClient": "client", "RewardServiceError": "client",
     "StepBudget": "budget", "openrlhf_reply": "trainers", "verl_result": "trainers", "score_openrlhf": "trainers",
 }

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._loop import LoopSessions, SyncFacade
+from ..util.loop import LoopSessions, SyncFacade
 
 __all__ = ["RewardClient", "RewardServiceError"]
 

@@ -3,7 +3,7 @@
 The fields map 1:1 onto a YAML file (``RewardConfig.from_yaml(path)``); the TRL plugin, the reward
 service (whose ``ServeConfig`` adds a ``serve:`` section) and the OpenRLHF / verl adapters read the
 same file, so one ``reward.yaml`` drives them all. Every field is typed and range-checked by the one
-section reader (:mod:`rubric_reward.sections`), and nested sections (``scoring``, ``grading``,
+section reader (:mod:`rubric_reward.io.sections`), and nested sections (``scoring``, ``grading``,
 ``guards``, ``length_penalty``) are typed once, here. Defaults are the RL ones on every path:
 abstention ``zero`` (under ``skip`` a policy raises its reward by making criteria unassessable),
 judge failures unscored (``None``); ``scoring`` fields given are laid over them, so
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..sections import check_fields, from_section
+from ..io.sections import check_fields, from_section
 from .records import REWARD_FIELDS
 
 __all__ = ["DEFAULT_SCORING", "GuardConfig", "LengthPenalty", "RewardConfig"]
@@ -187,8 +187,8 @@ class RewardConfig:
         if not self.metric_prefix or "/" in self.metric_prefix.strip("/"):
             raise bad("metric_prefix", f"must be one non-empty name, got {self.metric_prefix!r}")
         # the nested Scorer sections are typed now, once, not at the first training step
-        from ..grader import GradingConfig
-        from ..scoring import ScoringConfig
+        from ..grading.grader import GradingConfig
+        from ..arithmetic import ScoringConfig
 
         object.__setattr__(self, "_scoring", from_section(ScoringConfig, self.scoring_dict(), f"{where}.scoring"))
         object.__setattr__(self, "_grading", from_section(GradingConfig, self.grading_dict(), f"{where}.grading"))

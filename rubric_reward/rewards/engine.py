@@ -27,14 +27,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..deadlines import earliest, give_up_at
+from ..util.deadlines import earliest, give_up_at
 from ..items import Conversation, Item, as_messages, prompt_key, response_text
 from ..rubric import Rubric
 from .config import RewardConfig
 from .records import RewardRecord, reward_of
 from .rubrics import RubricResolver
 from .samples import SampleError, aligned
-from .text import strip_think
+from ..util.think import strip_think
 
 __all__ = ["Pair", "RewardEngine"]
 

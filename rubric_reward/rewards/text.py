@@ -1,33 +1,18 @@
-"""Model output made judgeable: reasoning removed (:func:`strip_think`, the one rule every path uses),
-OpenRLHF queries split into prompt and response, chat templates read back into messages, trailing
-special tokens removed. Pure functions of text."""
+"""Model output made judgeable: OpenRLHF queries split into prompt and response, chat templates read back
+into messages, trailing special tokens removed. Pure functions of text (the think-block rule is
+:func:`rubric_reward.util.think.strip_think`)."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["chat_text_to_prompt", "openrlhf_sample", "split_query", "strip_special_tail", "strip_think"]
+__all__ = ["chat_text_to_prompt", "openrlhf_sample", "split_query", "strip_special_tail"]
 
 # End-of-turn / padding tokens that decoding "with special tokens" leaves after a response.
 _SPECIAL_LAST = re.compile(r"(?:<\|[A-Za-z0-9_]+\|>|</s>|<eos>|<pad>|<end_of_turn>|\[PAD\])$")
 _SPECIAL_ANY = re.compile(r"<\|[A-Za-z0-9_]+\|>|</?s>|<eos>|<pad>|<bos>|<start_of_turn>|<end_of_turn>")
 _CHATML = re.compile(r"<\|im_start\|>(\w+)\n(.*?)(?:<\|im_end\|>|\Z)", re.S)
 _LLAMA3 = re.compile(r"<\|start_header_id\|>(\w+)<\|end_header_id\|>\n\n(.*?)(?:<\|eot_id\|>|\Z)", re.S)
-
-
-def strip_think(text: str) -> str:
-    """The answer in a reasoning model's output: the text after the last ``</think>``.
-
-    Chat templates that open ``<think>`` in the generation prompt (Qwen3) give completions that hold
-    only the closing tag, so ``reasoning</think>answer`` and ``<think>reasoning</think>answer`` both
-    give ``answer``. A ``<think>`` that no ``</think>`` follows (generation stopped while reasoning)
-    leaves no answer: ``""``. Text with neither tag comes back unchanged; an answer cut from around
-    a tag is stripped of surrounding whitespace.
-    """
-    if "think>" not in text:
-        return text
-    answer = text.rsplit("</think>", 1)[-1]
-    return "" if "<think>" in answer else answer.strip()
 
 
 def strip_special_tail(text: str) -> str:

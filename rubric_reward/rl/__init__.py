@@ -8,7 +8,7 @@ Exports load lazily, so importing this package costs nothing until a reward is b
 
 from __future__ import annotations
 
-from .._lazy import lazy_exports
+from ..util.lazy import lazy_exports
 
 _EXPORTS = {
     "RewardConfig": "..rewards.config", "GuardConfig": "..rewards.config", "LengthPenalty": "..rewards.config",

@@ -12,7 +12,7 @@ criterion name and those weights::
 
 Each batch is judged once: the first of these functions TRL calls scores it through the rubric reward (its
 metrics, completion columns and unscorable streak as usual) and the others read those records. The function of
-criterion ``k`` returns the value ``k`` counts with in the score (:func:`~rubric_reward.scoring.counted_value`:
+criterion ``k`` returns the value ``k`` counts with in the score (:func:`~rubric_reward.arithmetic.counted_value`:
 failures at the criterion's worst, abstentions by the scoring config; the expected value when the reward is
 ``expected_score``), ``None`` where the row's rubric has no criterion of that name, the row is unscored or the
 criterion is left out, and the criterion's worst value where a guard decided the reward. TRL leaves a ``None``
@@ -27,7 +27,7 @@ from typing import Any
 
 from ..rewards.records import RewardRecord, criterion_targets
 from ..rubric import Rubric
-from ..scoring import counted_value
+from ..arithmetic import counted_value
 from .reward import RubricReward
 
 __all__ = ["CriterionReward", "criterion_rewards", "criterion_weights"]

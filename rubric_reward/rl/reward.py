@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._loop import SyncFacade
+from ..util.loop import SyncFacade
 from ..rewards.config import RewardConfig
 from ..rewards.length import length_penalties
 from ..rewards.records import RewardRecord, failed_criteria

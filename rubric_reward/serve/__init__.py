@@ -8,7 +8,7 @@ core plus the request shapes), ``build_app`` / ``serve`` /
 
 from __future__ import annotations
 
-from .._lazy import lazy_exports
+from ..util.lazy import lazy_exports
 
 _EXPORTS = {
     "ServeConfig": "config", "ServerSettings": "config", "ServiceEngine": "engine",

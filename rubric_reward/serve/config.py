@@ -18,7 +18,7 @@ from typing import Any
 
 from ..rewards.config import RewardConfig
 from ..rewards.records import REWARD_FIELDS
-from ..sections import check_fields
+from ..io.sections import check_fields
 
 __all__ = ["REWARD_FIELDS", "ServeConfig", "ServerSettings"]
 

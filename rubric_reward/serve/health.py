@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..redaction import redact
+from ..util.redaction import redact
 
 __all__ = ["JudgeProbe"]
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..group_prompts import requested_responses
-from ..prompts import requested_criteria
+from ..grading.group_prompt import requested_responses
+from ..grading.criterion_prompt import requested_criteria
 
 __all__ = ["Fault", "FaultPlan", "JudgeServer", "ScriptedJudge", "load_script", "response_in_request", "spawn",
            "token_logprobs"]
@@ -387,7 +387,7 @@ class JudgeServer:
 
 def load_script(path: str) -> tuple[dict[str, Script], str | None]:
     """``(verdicts by criterion, default label or None)`` from a YAML/JSON script file."""
-    from ..files import read_structured
+    from ..io.files import read_structured
 
     obj = read_structured(path, "judge script")
     default = None

@@ -12,7 +12,7 @@ Built on the generator library, :mod:`rubric_reward.generation`.
 
 from __future__ import annotations
 
-from ..._lazy import lazy_exports
+from ...util.lazy import lazy_exports
 
 _EXPORTS = {
     "LoopConfig": "loop_config", "load_loop_config": "loop_config",

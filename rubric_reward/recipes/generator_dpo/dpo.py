@@ -229,7 +229,7 @@ def build_trainer(script: RubricDPOArguments, training: Any, model: Any, *, trai
     from transformers import AutoTokenizer
     from trl import DPOTrainer, get_peft_config, get_quantization_config
 
-    from ...models import resolve_model
+    from ...io.models import resolve_model
 
     if not model.model_name_or_path:
         raise ValueError("model_name_or_path is not set (the generator to train)")
@@ -317,7 +317,7 @@ def merge_adapter(base: str, adapter: str | Path, out_dir: str | Path, *, dtype:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ...models import resolve_model
+    from ...io.models import resolve_model
 
     adapter = Path(adapter)
     missing = [f for f in ADAPTER_FILES if not (adapter / f).is_file()]

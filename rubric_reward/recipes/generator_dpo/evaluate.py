@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...journal import write_atomic
+from ...io.journal import write_atomic
 from ...rubric import Rubric
 from .evaluate_config import EvalGeneratorConfig, GeneratorSpec
 from .evaluate_report import mcnemar_vs_reference, pairwise_stats, plot, pointwise_stats, render_table
@@ -123,7 +123,7 @@ def write_train_prompts(config: EvalGeneratorConfig, path: str | Path) -> int:
 
 
 def _load_rubric_file(path: Path, name: str) -> dict[str, tuple[Rubric | None, str | None]]:
-    from ...rows import DataError, numbered_jsonl_rows
+    from ...io.rows import DataError, numbered_jsonl_rows
 
     if not path.is_file():
         raise FileNotFoundError(f"generator {name!r}: no such rubrics file {path}")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ...generation.config import GenerationConfig
-from ...sections import check_fields, from_section
+from ...io.sections import check_fields, from_section
 
 __all__ = ["EvalGeneratorConfig", "GeneratorSpec", "HelpSteer2Source", "MTBenchSource", "SplitConfig"]
 

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...journal import write_atomic
+from ...io.journal import write_atomic
 from ...rubric import Rubric
 from ...evaluation import ci_text, fmt, interval_dict
 
@@ -91,7 +91,7 @@ def generator_outcomes(spec: Any, rows: Sequence[Any], config: Any, folder: Path
 
 
 def _read_rubrics(path: Path) -> dict[tuple[str, int], tuple[Rubric | None, str | None]]:
-    from ...rows import numbered_jsonl_rows
+    from ...io.rows import numbered_jsonl_rows
 
     out: dict[tuple[str, int], tuple[Rubric | None, str | None]] = {}
     for _, row in numbered_jsonl_rows(path):
@@ -104,7 +104,7 @@ def _cut_off(path: Path) -> dict[str, int]:
     """Rubrics read from an answer cut off at max_tokens (``kept``) and rows left without a rubric whose last
     answer was cut off (``lost``)."""
     from ...generation.parsing import CUT_OFF, CUT_OFF_KEPT
-    from ...rows import numbered_jsonl_rows
+    from ...io.rows import numbered_jsonl_rows
 
     rows = [row for _, row in numbered_jsonl_rows(path)]
     return {"kept": sum(any(str(r).startswith(CUT_OFF_KEPT) for r in row.get("repairs") or ()) for row in rows),

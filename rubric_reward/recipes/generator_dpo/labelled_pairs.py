@@ -95,7 +95,7 @@ async def _sample(judge: Any, prompts: Sequence[Mapping[str, Any]], n: int, max_
             raise RuntimeError(f"{p['id']}: sampling failed: {reply.error}")
         return (reply.text or "").strip()
 
-    from ...progress import Progress
+    from ...util.progress import Progress
 
     with Progress("sampling completions", len(prompts) * n) as bar:
         async def tracked(p: Mapping[str, Any], s: int) -> str:
@@ -113,7 +113,7 @@ def build_labelled_pairs(prompts_file: str | Path, out: str | Path, *, generator
     """Sample, label, pair and split (see the module docstring); writes ``out`` (JSONL, one line per prompt)."""
     from dataclasses import replace
 
-    from ...journal import write_atomic
+    from ...io.journal import write_atomic
     from ...judges.judge import Judge
     from ...generation.generator import default_generator
     from ...generation.human_data import split_ids

@@ -147,7 +147,7 @@ def make_pool(n_per_task: int = 5, seed: int = 0) -> list[dict[str, Any]]:
 def ensure_pool(folder: str | Path, *, n_per_task: int = 5, seed: int = 0, n: int = 8, test_fraction: float = 0.1,
                 generator: Any = None) -> Path:
     """``folder/pairs.jsonl``: made from a seeded pool (``folder/prompts.jsonl``) unless it exists already."""
-    from ...journal import write_atomic
+    from ...io.journal import write_atomic
     from .labelled_pairs import build_labelled_pairs
 
     folder = Path(folder)

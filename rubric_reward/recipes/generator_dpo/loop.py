@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...journal import write_atomic
+from ...io.journal import write_atomic
 from .loop_config import LAUNCHERS, LoopConfig, load_loop_config, seed_argv
 
 __all__ = ["LAUNCHERS", "STAGES", "LoopConfig", "LoopError", "LoopSummary", "iteration_generators", "load_loop_config",

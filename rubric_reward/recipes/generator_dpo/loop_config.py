@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ...generation.config import GenerationConfig
-from ...sections import check_fields, from_section
+from ...io.sections import check_fields, from_section
 
 __all__ = ["LAUNCHERS", "DPOArgs", "HeldoutConfig", "LoopConfig", "load_loop_config", "read_config_file"]
 
@@ -208,7 +208,7 @@ def _resolve_labelled(source: Any, base: Path) -> Any:
 def _looks_like_missing_path(ref: str) -> bool:
     """True for a model reference that is written as a local path and does not exist (a hub id such as
     ``Qwen/Qwen3-14B`` is not a path unless its first part is a local folder)."""
-    from ...models import DEFAULT_LOCAL_MODEL
+    from ...io.models import DEFAULT_LOCAL_MODEL
 
     if ref.strip().lower() == DEFAULT_LOCAL_MODEL:
         return False

@@ -164,7 +164,7 @@ def probe_spread(rows: Sequence[Any], n: int, judge_spec: Any, *, cache: str | N
 def decide_outcome_criteria(config: Any, out: Path, rows: Sequence[Any], cache: str | None) -> dict[str, Any]:
     """The loop's decision (``all`` or ``checks``) with the probe behind it; read from ``out/spread.json`` when
     it was made before with the same judge and settings, else measured and written there."""
-    from ...journal import write_atomic
+    from ...io.journal import write_atomic
 
     setting = config.outcome_criteria
     key = json.dumps([SPREAD_VERSION, setting, config.probe_pairs, config.probe_max_ties,

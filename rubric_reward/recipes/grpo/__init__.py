@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from ..._lazy import lazy_exports
+from ...util.lazy import lazy_exports
 
 _EXPORTS = {
     "DEFAULT_CONFIG": "arguments", "RecipeArguments": "arguments", "with_config": "arguments",

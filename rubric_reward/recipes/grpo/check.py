@@ -74,7 +74,7 @@ def config_path(argv: Sequence[str]) -> Path:
 
 def read_config(path: Path) -> dict[str, Any]:
     """The config file's settings; a missing, unreadable, malformed or non-mapping file is a ConfigError."""
-    from ...files import FileError, read_structured
+    from ...io.files import FileError, read_structured
 
     try:
         obj = read_structured(path, "config file")
@@ -358,7 +358,7 @@ def _reward_keys(message: str, keys: Sequence[str]) -> list[str]:
 
 
 def _check_model(checked: CheckedConfig) -> None:
-    from ...models import DEFAULT_LOCAL_MODEL, ModelResolutionError, find_default_gguf
+    from ...io.models import DEFAULT_LOCAL_MODEL, ModelResolutionError, find_default_gguf
 
     ref = checked.settings.get("model_name_or_path")
     if not ref:

@@ -86,7 +86,7 @@ def _generate(recipe: RecipeArguments, model: str, prompts: list[Any], adapter: 
               max_new_tokens: int | None = None, keep_think: bool = False, *, side: Any = None,
               job: str | None = None) -> list[str]:
     """Greedy completions: job ``job`` of the side process when it generated this very job, else generated here."""
-    from ...rollouts import generate_responses
+    from ...evaluation.rollouts import generate_responses
 
     kwargs = generation_kwargs(recipe, max_new_tokens)
     if side is not None and job is not None and not keep_think:
@@ -113,7 +113,7 @@ def _generate_shared(recipe: RecipeArguments, model: str, prompts: list[Any], ad
     """Greedy completions of ``prompts``: the last batches as job ``job`` of the side process (``then`` queued
     after it), the others here, at the same time. Cut at a batch boundary of the batching order, so the batches
     and texts are those of one call; without a side process, or for a side job that failed, generated here."""
-    from ...rollouts import greedy_batch_order
+    from ...evaluation.rollouts import greedy_batch_order
 
     share = 0
     if side is not None and side.alive and recipe.generation_backend == "transformers":
@@ -199,7 +199,7 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
     checkpoint's report completions when it became the best while training went on; else it generates their last
     batches while the others are generated here, then the best checkpoint's IFEval completions (or, when the report
     was ready, the last batches of those)."""
-    from ...journal import write_atomic
+    from ...io.journal import write_atomic
     from . import report as report_module
     from .comparison import PERFECT
     from .monitor import BEST_DIR, BEST_FILE, checkpoints_looked_at, read_records, score_values, token_lengths

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...rows import DataError
+from ...io.rows import DataError
 from .arguments import RecipeArguments, with_config
 from .ranks import is_main_process
 from .run import run
@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None, *, default_config: str | Path | None
     """Entry point of ``train/grpo.py``: name the config once (``--config``, else ``default_config``, else the
     recipe's :data:`~.arguments.DEFAULT_CONFIG`), check the arguments (one line and exit 2 on a mistake, before
     anything heavy loads), parse them with TrlParser once, run."""
-    from ...threads import prepare_environment
+    from ...util.threads import prepare_environment
 
     prepare_environment()  # before torch loads
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

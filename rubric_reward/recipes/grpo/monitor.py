@@ -3,7 +3,7 @@
 :class:`CheckpointMonitor` is a ``transformers.TrainerCallback``. At the start of training it scores the base
 model (step 0) and any checkpoint left unscored by an interrupted run; at each save it generates greedy
 completions for the selection prompts with the checkpoint's adapter reloaded from disk
-(:func:`rubric_reward.rollouts.generate_responses`), scores them with the monitor's reward (by default the
+(:func:`rubric_reward.evaluation.rollouts.generate_responses`), scores them with the monitor's reward (by default the
 training judge; a second judge family shows judge coupling), and
 
 * appends one record per step to ``<output_dir>/monitor.jsonl`` (step, mean with a bootstrap interval,
@@ -131,7 +131,7 @@ class CheckpointMonitor(TrainerCallback):
 
     ``rows`` are the selection split's rows (``prompt`` plus the columns the reward reads); ``reward`` is a
     :class:`~rubric_reward.rl.RubricReward` (its ``score_batch`` judges); ``model`` the base policy reference;
-    ``generation`` the keyword arguments for :func:`~rubric_reward.rollouts.generate_responses`
+    ``generation`` the keyword arguments for :func:`~rubric_reward.evaluation.rollouts.generate_responses`
     (``max_new_tokens``, ``batch_size``, ``backend``, ``base_url``); ``side`` a
     :class:`~.side_generation.SideGenerator` that generates them beside training.
     """
@@ -250,7 +250,7 @@ class CheckpointMonitor(TrainerCallback):
     # ------------------------------------------------------------------ the work
     def evaluate(self, step: int, checkpoint: str | Path | None, state: Any = None) -> dict[str, Any]:
         """Generate, score, record, log, update ``best/`` and the plot for one step; return the record."""
-        from ...rollouts import generate_responses
+        from ...evaluation.rollouts import generate_responses
 
         started = time.monotonic()
         label = "base model" if checkpoint is None else f"checkpoint-{step}"
@@ -412,7 +412,7 @@ class CheckpointMonitor(TrainerCallback):
 def _tokenizer(model: str) -> Any:
     from transformers import AutoTokenizer
 
-    from ...models import resolve_model
+    from ...io.models import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model(model))
 

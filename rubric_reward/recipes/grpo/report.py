@@ -67,7 +67,7 @@ def report_row(row: Mapping[str, Any], completions: Mapping[str, str], tokens: M
 
 def read_report_rows(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a ``report_completions.jsonl`` (a bad line is a one-line DataError naming it)."""
-    from ...rows import DataError, numbered_jsonl_rows
+    from ...io.rows import DataError, numbered_jsonl_rows
 
     rows = []
     for n, row in numbered_jsonl_rows(Path(path)):
@@ -521,7 +521,7 @@ def write_summary(run_dir: str | Path, *, report_rows: Sequence[Mapping[str, Any
     ``splits``: rows per split. ``meta``: anything JSON-able to record (model, dataset, max_steps, timings).
     """
     from ... import evaluation as B
-    from ...journal import write_atomic
+    from ...io.journal import write_atomic
 
     out = Path(run_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -755,7 +755,7 @@ def write_seeds_summary(root: str | Path, results: Sequence[Mapping[str, Any]], 
     """Write ``seeds_summary.json`` and ``seeds_summary.md`` in ``root`` (the sweep's folder): the per-seed
     rows (:func:`seed_result`, plus ``wall_s`` / ``peak_rss_kib`` when measured) and the pooled result
     (:func:`pool_seed_results`); return the Markdown path."""
-    from ...journal import write_atomic
+    from ...io.journal import write_atomic
 
     out = Path(root)
     out.mkdir(parents=True, exist_ok=True)

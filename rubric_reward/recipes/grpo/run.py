@@ -91,7 +91,7 @@ def _finish_without_training(trainer: Any, checkpoint: str, monitor: Any, traini
 def _start_side(recipe: RecipeArguments, training: Any, model: Any, splits: Any, threads: int) -> Any:
     """The side process generating the monitor's and the report's completions beside training
     (:mod:`.side_generation`), when wanted; the base model's report completions are queued at once."""
-    from ...threads import available_cpus
+    from ...util.threads import available_cpus
     from . import side_generation
 
     if not ((recipe.final_report or recipe.monitor) and is_main_process()):
@@ -101,7 +101,7 @@ def _start_side(recipe: RecipeArguments, training: Any, model: Any, splits: Any,
                                   world_size=int(os.environ.get("WORLD_SIZE", "1") or 1), threads=threads,
                                   cpus=available_cpus()):
         return None
-    from ...models import resolve_model
+    from ...io.models import resolve_model
     from .final_report import base_jobs
 
     side = side_generation.SideGenerator.start(training.output_dir, threads)
@@ -118,7 +118,7 @@ def _report_ahead(recipe: RecipeArguments, model: Any, splits: Any, side: Any) -
     """The monitor's ``on_best``: queue a new best checkpoint's report completions in the side process (a job that
     gives way to the monitor's, and replaces the previous best's), so that the report of a best that is not the
     last checkpoint finds them generated."""
-    from ...models import resolve_model
+    from ...io.models import resolve_model
     from .final_report import base_jobs, best_report_job, cancel_other_bests
 
     policy = resolve_model(model.model_name_or_path)  # the path the report generates with
@@ -139,7 +139,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     ``splits``: the data as :func:`load_splits` loaded it (loaded here when None)."""
     from trl import GRPOTrainer, get_peft_config
 
-    from ...threads import available_cpus, set_torch_threads
+    from ...util.threads import available_cpus, set_torch_threads
     from .shaping import build_shaping
 
     started = time.monotonic()
@@ -174,7 +174,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     if model.dtype and "dtype" not in model_kwargs:
         model_kwargs["dtype"] = model.dtype
     training.model_init_kwargs = model_kwargs or None
-    from ...models import resolve_model
+    from ...io.models import resolve_model
 
     model_ref = model.model_name_or_path  # as the user named it, for the summary
     policy = resolve_model(model_ref)
@@ -210,7 +210,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     del trainer
     import gc
 
-    from ...cpu_memory import release_freed_memory
+    from ...util.cpu_memory import release_freed_memory
 
     gc.collect()
     release_freed_memory()  # training's kept heap goes back before the report loads its models

@@ -3,7 +3,7 @@
 The rubric says what a good answer is; these say how a rollout should not look while the policy learns it
 (a token n-gram repetition penalty, a soft penalty near ``max_completion_length``). The monitor, the report and
 every comparison score the rubric alone, so a shaping term can change what is learnt but never what is measured.
-The recipe's ``shaping_rewards`` mapping is read by the package's section reader (:mod:`rubric_reward.sections`);
+The recipe's ``shaping_rewards`` mapping is read by the package's section reader (:mod:`rubric_reward.io.sections`);
 the terms reach the trainer in the mapping's order, after the rubric (the order of GRPOConfig's ``reward_weights``).
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...sections import check_fields, from_section
+from ...io.sections import check_fields, from_section
 
 __all__ = ["RepetitionPenalty", "ShapingConfig", "SoftOverlongPunishment", "build_shaping", "check_shaping"]
 

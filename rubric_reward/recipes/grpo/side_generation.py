@@ -12,7 +12,7 @@ generate itself, one job after another:
   at a batch boundary, to any other job that arrives (the monitor's next checkpoint does not wait behind a report
   that a later best may make useless), resume where they stopped, and end at once when cancelled.
 
-A job runs the caller's own call (:func:`rubric_reward.rollouts.generate_responses`) with its model, adapter,
+A job runs the caller's own call (:func:`rubric_reward.evaluation.rollouts.generate_responses`) with its model, adapter,
 dtype, batches and torch threads, so the texts are the ones the caller would get (greedy decoding through the
 same kernels). It is keyed by everything its texts depend on (the adapter by its weights' hash); the caller takes
 the texts with :meth:`SideGenerator.take` and generates them itself when the key differs, the job failed, the
@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...journal import write_atomic
+from ...io.journal import write_atomic
 from .checkpoints import adapter_sha256
 from .ranks import say
 
@@ -81,7 +81,7 @@ class SideGenerator:
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
         if not any(k.startswith("MALLOC_") for k in env):
             # Generation only: glibc's own allocator with large blocks always mapped, so they go back when freed.
-            # With the training process's kept memory (rubric_reward.cpu_memory) one checkpoint's 40 completions
+            # With the training process's kept memory (rubric_reward.util.cpu_memory) one checkpoint's 40 completions
             # peaked at 2.9 GB; with this at 1.8 GB, and the process does not grow from job to job.
             env.update(RUBRIC_REWARD_MALLOC="system", MALLOC_MMAP_THRESHOLD_="131072")
         with open(out / "log.txt", "ab") as log:
@@ -239,7 +239,7 @@ def _claim(folder: Path, name: str) -> bool:
 
 def _run_job(job: dict[str, Any], queue: _Queue | None = None) -> bool:
     """Run ``job`` (or, for a job that yields, as much of it as it may); True when it is over."""
-    from ...rollouts import generate_responses
+    from ...evaluation.rollouts import generate_responses
 
     if "done" not in job and not _claim(Path(job["dir"]), job["name"]):
         print(f"[side] {job['name']}: the caller generates it", flush=True)
@@ -264,7 +264,7 @@ def _run_job(job: dict[str, Any], queue: _Queue | None = None) -> bool:
 
 
 def _main(threads: int) -> None:
-    from ...threads import prepare_environment, set_torch_threads
+    from ...util.threads import prepare_environment, set_torch_threads
 
     if hasattr(os, "nice"):
         os.nice(10)  # training comes first (set here: a preexec_fn is unsafe in a threaded parent)

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...sections import check_fields, from_section
+from ...io.sections import check_fields, from_section
 
 __all__ = ["WatchConfig", "copied_share", "length_correlation", "repetitive_share", "watch_flags", "watch_lines"]
 

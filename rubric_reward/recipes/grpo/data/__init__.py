@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from ....rows import DataError
+from ....io.rows import DataError
 from .advancedif import (ADVANCEDIF, ADVANCEDIF_BENCHMARKS, ADVANCEDIF_DEFAULT_SPLIT, MULTI_TURN, SINGLE_TURN,
                          SYSTEM_STEERABILITY, load_advancedif, load_advancedif_splits)
 from .prompts import load_prompt_rows, rows_from_dataset, to_dataset

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ....files import json_problem
-from ....rows import DataError, DataSource, read_rows
+from ....io.files import json_problem
+from ....io.rows import DataError, DataSource, read_rows
 
 __all__ = ["ROLES", "BadRow", "OnBadRow", "PromptRows", "SkippedRow", "bad_row", "benchmark_filter", "check_found",
            "content_id", "conversation", "decode", "open_source", "opt_str", "source_rows", "unique_id"]

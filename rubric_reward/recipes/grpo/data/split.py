@@ -65,7 +65,7 @@ class Splits:
                 **{f"{s}_ids": self.ids(s) for s in SPLITS}, "unused_ids": [r["id"] for r in self.unused]}
 
     def write_manifest(self, path: str | Path) -> Path:
-        from ....journal import write_atomic
+        from ....io.journal import write_atomic
 
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ For each sample (seed ``seed + sample``) the distinct responses are
   different responses in the two passes, and the ensemble rules (a tie goes against the response)
   settle the disagreement, recorded as the verdict's ``agreement``.
 
-Every (response, criterion) pair needs exactly one on-menu verdict (:func:`~rubric_reward.group_prompts.
+Every (response, criterion) pair needs exactly one on-menu verdict (:func:`~rubric_reward.grading.group_prompt.
 parse_group_reply`); pairs missing or malformed get one re-ask of the call, and what is still missing
 is a ``parse`` failure of those verdicts only. A transport failure or a deadline fails every verdict
 the call carried. Each item's result carries the call with ``share = 1/n`` of it and its cost.
@@ -40,17 +40,24 @@ import math
 import random
 import re
 import secrets
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
-from .group_prompts import GroupCall, GroupParse, answer_start, group_reask_messages, parse_group_reply, render_group_call
-from .items import Item, prompt_key
-from .judges.base import ChatReply, ChatRequest
-from .prompts import Exemplar, option_order
-from .results import CallRecord, ErrorKind, JudgeError, Verdict
-from .rubric import Criterion, Rubric
+from ..items import Item, prompt_key
+from ..judges.base import ChatReply, JudgeLike
+from ..results import CallRecord, ErrorKind, JudgeError, Verdict
+from ..rubric import Criterion, Rubric
+from .calls import run_call
+from .criterion_prompt import Exemplar, option_order
+from .group_prompt import (
+    GroupCall,
+    answer_start,
+    group_reask_messages,
+    parse_group_reply,
+    render_group_call,
+)
 
 __all__ = ["group_units", "judge_group", "layout"]
 
@@ -89,12 +96,10 @@ def layout(n: int, size: int, *, seed: int, key: str, shuffle: bool) -> list[lis
 _PROCESS_SALT = secrets.token_bytes(32)  # the ids' key when no persistent cache keeps one
 
 
-def nonce_salt(judge: Any) -> bytes:
+def nonce_salt(judge: JudgeLike) -> bytes:
     """The key of ``judge``'s response ids: its persistent reply cache's salt (reruns draw the same ids and
     hit the cache), else this process's random one."""
-    cache = getattr(getattr(judge, "transport", None), "cache", None)
-    get = getattr(cache, "nonce_salt", None)
-    return get() if callable(get) else _PROCESS_SALT
+    return judge.nonce_salt() or _PROCESS_SALT
 
 
 def _nonces(salt: bytes, content: Sequence[Any], order: Sequence[int], texts: Sequence[str]) -> dict[int, str]:
@@ -120,7 +125,7 @@ def _group_key(item: Item, texts: Sequence[str]) -> str:
 
 
 async def judge_group(
-    judge: Any,
+    judge: JudgeLike,
     rubric: Rubric,
     items: Sequence[Item],
     *,
@@ -173,40 +178,16 @@ async def judge_group(
     return out
 
 
-async def _run_group_call(judge: Any, call: GroupCall, sample: int, reask: bool,
+async def _run_group_call(judge: JudgeLike, call: GroupCall, sample: int, reask: bool,
                           on_call: Callable[[CallRecord], Any] | None) -> tuple[list[list[Verdict]], CallRecord]:
     """One group call, with one re-ask for the pairs the first answer left unusable: per response shown
     (display order), its verdicts on the call's criteria, and the call's record."""
-    cfg = judge.config
-    request = ChatRequest(call.messages, schema=call.schema, logprobs=cfg.logprobs,
-                          top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample,
-                          affinity=call.affinity)
-    kw = {"accept": lambda reply: parse_group_reply(call, reply.text).complete} if getattr(judge, "caches", False) \
-        else {}
-    start = time.perf_counter()
-    reply = await judge.complete(request, **kw)
-    usage, cost, attempts, cached, error = reply.usage, reply.cost, reply.attempts, reply.cached, reply.error
-    answers: list[tuple[ChatReply, GroupParse]] = []
-    if error is None:
-        answers.append((reply, parse_group_reply(call, reply.text)))
-        if not answers[0][1].complete and reask:
-            retry = await judge.complete(replace(request, messages=group_reask_messages(call, reply.text,
-                                                                                         answers[0][1])), **kw)
-            usage, cost, attempts = usage + retry.usage, cost + retry.cost, attempts + retry.attempts
-            cached = cached and retry.cached
-            if retry.error is None:
-                answers.append((retry, parse_group_reply(call, retry.text)))
-            else:
-                error = retry.error
-    left = answers[-1][1].problems if answers else {}
-    problems = {pair: why for pair, why in left.items() if not any(pair in a.verdicts for _, a in answers)}
-    if error is None and problems:
-        error = JudgeError(ErrorKind.PARSE, GroupParse({}, problems).summary()
-                           + (" (after one re-ask)" if len(answers) > 1 else ""))
-    record = CallRecord(judge=judge.name, criteria=tuple(c.name for c in call.criteria), usage=usage, cost=cost,
-                        latency_s=time.perf_counter() - start, attempts=attempts, cached=cached, error=error)
-    if on_call is not None:
-        on_call(record)
+    outcome = await run_call(judge, call, sample=sample, read=partial(parse_group_reply, call),
+                             reask=partial(group_reask_messages, call) if reask else None, on_call=on_call)
+    answers = outcome.readings
+    error = outcome.error
+    problems = answers[-1][1].left([a for _, a in answers[:-1]]) if answers else {}
+    after = " (after one re-ask)" if len(answers) > 1 else ""
     out = []
     for rid in call.ids:
         verdicts = []
@@ -216,15 +197,14 @@ async def _run_group_call(judge: Any, call: GroupCall, sample: int, reask: bool,
             if taken is None:
                 why = problems.get(pair)
                 err = error if why is None or error is None or error.kind is not ErrorKind.PARSE else \
-                    JudgeError(ErrorKind.PARSE, f"group call, response {rid}: {why}"
-                               + (" (after one re-ask)" if len(answers) > 1 else ""))
+                    JudgeError(ErrorKind.PARSE, f"group call, response {rid}: {why}{after}")
                 verdicts.append(Verdict(c.name, None, None, error=err, judge=judge.name))
                 continue
             r, p = taken
             v = Verdict(p.criterion, p.label, p.value, reason=p.reason, abstained=p.abstained, judge=judge.name)
             verdicts.append(_with_probabilities(v, c, call, r, rid))
         out.append(verdicts)
-    return out, record
+    return out, outcome.record
 
 
 _SITE = re.compile(r'"(R[0-9a-f]+|C\d+)"\s*:\s*\{|"verdict"\s*:\s*"')
@@ -234,7 +214,7 @@ def _with_probabilities(v: Verdict, c: Criterion, call: GroupCall, reply: ChatRe
     """``v`` with label probabilities read from the reply's token logprobs, where they show its label."""
     if not reply.logprobs or v.label is None:
         return v
-    from .logprob_verdicts import expected_value, label_probabilities, token_offsets
+    from .logprobs import expected_value, label_probabilities, token_offsets
 
     starts, text = token_offsets(reply.logprobs)
     site = _sites(call, text).get((rid, c.name))

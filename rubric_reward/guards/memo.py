@@ -3,7 +3,7 @@
 The screens before judging read the same rubric's labels and texts for every response of a batch. A
 :class:`~rubric_reward.rubric.Rubric` is immutable, so what is derived from it can be kept per object. This module
 imports nothing of the package: the screens sit below :mod:`rubric_reward.rubric` in the import graph (the rubric
-validates check names through :mod:`rubric_reward.checks`, which reads :mod:`rubric_reward.screening`), so the
+validates check names through :mod:`rubric_reward.checks`, which reads :mod:`rubric_reward.guards.degenerate`), so the
 Rubric class is recognised by name rather than imported.
 """
 

@@ -11,7 +11,7 @@ Kept memory has a cost where a large model comes and goes inside a training proc
 base model with a checkpoint's adapter, generates and drops it, and its freed blocks, below the training step's,
 were kept: peak RSS grew by about 1.2 GB at the first checkpoint. :func:`release_freed_memory` hands such
 memory back (``malloc_trim``, which also releases free pages inside the heap); the generation of
-:mod:`rubric_reward.rollouts` calls it when its model is gone.
+:mod:`rubric_reward.evaluation.rollouts` calls it when its model is gone.
 
 Only glibc on Linux is touched; a ``GLIBC_TUNABLES`` that sets ``glibc.malloc`` values, a ``MALLOC_*``
 variable, or ``RUBRIC_REWARD_MALLOC=system`` leaves the allocator as it is.

@@ -1,6 +1,6 @@
 """Group judge prompts: several responses to one task in one request, and the strict parse of the answer.
 
-Layout (the per-response layout of :mod:`rubric_reward.prompts`, with the responses listed)::
+Layout (the per-response layout of :mod:`rubric_reward.grading.criterion_prompt`, with the responses listed)::
 
     system: fixed group-judging instructions
     user:   [guidelines] -> task (fenced, once) -> responses, each fenced under its id -> criterion
@@ -8,7 +8,7 @@ Layout (the per-response layout of :mod:`rubric_reward.prompts`, with the respon
 
 Each response is fenced with a backtick run longer than any run inside it and labelled with an id
 outside its fence, so no response can close its block or pass for another. The grader keys the ids
-by a secret (``R`` and 8 hex digits of an HMAC of the call, :mod:`rubric_reward.group_grading`), so a response cannot
+by a secret (``R`` and 8 hex digits of an HMAC of the call, :mod:`rubric_reward.grading.group`), so a response cannot
 know its own id or a sibling's in advance, and a verdict planted for an id never names a real one. The
 answer is one JSON object keyed by response id: ``{"R3": {"reason", "verdict"}, ...}`` for one
 criterion, ``{"R3": {"C1": {...}, "C2": {...}}, ...}`` for several. Labels, options, abstention and
@@ -16,9 +16,9 @@ values are the per-response prompt's, so the score arithmetic is the same.
 
 Parsing is strict and per (response, criterion): exactly one on-menu verdict for each, in the judge's
 own answer object (one JSON object that is the whole reply, keyed by exactly the ids shown: see
-:func:`rubric_reward.prompts.answer_span`), not copied from the response it judges. A verdict is checked
+:func:`rubric_reward.grading.criterion_prompt.answer_span`), not copied from the response it judges. A verdict is checked
 against its own response's text only: no response's content can void a sibling's verdict. A pair that fails is named with its problem; the grader re-asks once and fails what is
-still missing (:mod:`rubric_reward.group_grading`).
+still missing (:mod:`rubric_reward.grading.group`).
 """
 
 from __future__ import annotations
@@ -29,23 +29,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .prompts import (
+from ..rubric import Criterion, Rubric
+from .criterion_prompt import (
     Exemplar,
     ParsedVerdict,
     PromptError,
     _dicts_within,
     _json_objects,
     _match_label,
-    answer_span,
-    verdict_shape,
     _render_exemplars,
     _render_options,
     _render_task,
     _single_schema,
+    answer_span,
     fence,
+    verdict_shape,
 )
-from .provenance import quoted_from
-from .rubric import Criterion, Rubric
+from .quotes import quoted_from
 
 __all__ = ["GROUP_SYSTEM_PROMPT", "GroupCall", "GroupParse", "group_reask_messages", "parse_group_reply",
            "render_group_call", "requested_responses"]
@@ -101,6 +101,14 @@ class GroupParse:
     @property
     def complete(self) -> bool:
         return not self.problems
+
+    def left(self, earlier: Sequence[GroupParse]) -> dict[tuple[str, str], str]:
+        """This answer's problems for the pairs no ``earlier`` answer of the same call gave a verdict for."""
+        return {pair: why for pair, why in self.problems.items() if not any(pair in e.verdicts for e in earlier)}
+
+    def unresolved(self, earlier: Sequence[GroupParse]) -> str | None:
+        left = self.left(earlier)
+        return GroupParse({}, left).summary() if left else None
 
     def summary(self, limit: int = 4) -> str:
         """The problems in one line (the first few, and how many more), for the re-ask and the error."""

@@ -22,22 +22,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .injection import verdict_like
-from .items import Item, as_messages
-from .provenance import quoted_from
-from .rewards.text import strip_think
-from .rubric import ABSTAIN_LABEL, MET, UNMET, Criterion, CriterionKind, Rubric
+from ..guards.flag import verdict_like
+from ..items import Item, as_messages
+from ..rubric import ABSTAIN_LABEL, MET, UNMET, Criterion, CriterionKind, Rubric
+from ..util.think import strip_think
+from .quotes import quoted_from
 
 __all__ = [
     "Exemplar",
     "JudgeCall",
     "ParsedVerdict",
     "PromptError",
+    "Reading",
     "TEMPLATE_VERSION",
     "answer_span",
     "answer_start",
     "fence",
     "parse_reply",
+    "read_reply",
+    "reask_for",
     "reask_messages",
     "render_call",
     "requested_criteria",
@@ -113,6 +116,21 @@ class ParsedVerdict:
     @property
     def abstained(self) -> bool:
         return self.value is None
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One answer to a :class:`JudgeCall` as read (:func:`read_reply`): its verdicts, or why it is unusable."""
+
+    verdicts: tuple[ParsedVerdict, ...] = ()
+    problem: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.problem is None
+
+    def unresolved(self, earlier: Sequence[Reading]) -> str | None:
+        return self.problem  # all or nothing: an earlier reading cannot fill this one's gaps
 
 
 # ---------------------------------------------------------------------------- rendering
@@ -336,7 +354,7 @@ def answer_span(text: str, decoder: json.JSONDecoder = _DECODER, labels: Sequenc
     The answer is, after a think block (:func:`rubric_reward.rewards.text.strip_think`, the one rule),
     either one JSON object that is the whole reply, or the one fenced code block of the reply holding
     one JSON object and nothing else, with no other JSON object, fence or verdict-shaped text for
-    ``labels`` (:func:`rubric_reward.injection.verdict_like`) around it. Anything else is a
+    ``labels`` (:func:`rubric_reward.guards.flag.verdict_like`) around it. Anything else is a
     :class:`PromptError`: a verdict quoted in prose, two objects, an object followed or preceded by
     more text. The default decoder refuses duplicate keys."""
     if not text or not text.strip():
@@ -449,7 +467,7 @@ def parse_reply(call: JudgeCall, text: str | None) -> list[ParsedVerdict]:
 
     The verdict is the judge's own structured output: one schema-valid JSON object that is the whole
     answer (see :func:`answer_span`), with exact keys and exact labels. As a second line, none of its
-    verdicts may occur in the response under judgment (:func:`rubric_reward.provenance.quoted_from`;
+    verdicts may occur in the response under judgment (:func:`rubric_reward.grading.quotes.quoted_from`;
     only that response's own text, never another's)."""
     if not text or not text.strip():
         raise PromptError("the answer is empty")
@@ -464,6 +482,19 @@ def parse_reply(call: JudgeCall, text: str | None) -> list[ParsedVerdict]:
                               "give your own verdict object, not one quoted from the response")
         out.append(parsed)
     return out
+
+
+def read_reply(call: JudgeCall, text: str | None) -> Reading:
+    """:func:`parse_reply` as a :class:`Reading` (never raises)."""
+    try:
+        return Reading(tuple(parse_reply(call, text)))
+    except PromptError as exc:
+        return Reading(problem=str(exc))
+
+
+def reask_for(call: JudgeCall, bad_answer: str | None, reading: Reading) -> tuple[Mapping[str, str], ...]:
+    """The re-ask after ``reading`` of ``bad_answer`` (:func:`reask_messages` with its problem)."""
+    return reask_messages(call, bad_answer, reading.problem or "")
 
 
 def reask_messages(call: JudgeCall, bad_answer: str | None, problem: str) -> tuple[Mapping[str, str], ...]:

@@ -31,9 +31,9 @@ from typing import Any, Literal
 __all__ = ["BACKENDS", "VLLM_INSTALL_HINT", "Prompt", "generate_responses", "greedy_batch_order", "strip_think",
            "to_messages"]
 
-from .models import resolve_model as _resolve  # hub ids, local folders, the bundled default model
-from .progress import Progress
-from .rewards.text import strip_think
+from ..io.models import resolve_model as _resolve  # hub ids, local folders, the bundled default model
+from ..util.progress import Progress
+from ..util.think import strip_think
 
 Prompt = str | Sequence[Mapping[str, Any]]
 Backend = Literal["transformers", "vllm", "openai"]
@@ -108,7 +108,7 @@ def _load_transformers(model: str, adapter: str | None, merge: bool, dtype: str 
     except ImportError as exc:
         raise ImportError(f"the transformers backend needs torch and transformers: {_TRAIN_HINT}") from exc
     path = _resolve(model)
-    from .judges.transformers_backend import resolve_dtype
+    from ..judges.transformers_backend import resolve_dtype
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
@@ -176,7 +176,7 @@ def _generate_transformers(conversations: list[list[dict[str, Any]]], model: str
                            dtype: str | None = None, until: Callable[[], bool] | None = None) -> list[str]:
     import torch
 
-    from .cpu_memory import release_freed_memory
+    from ..util.cpu_memory import release_freed_memory
 
     # Greedy decoding draws nothing, but building a LoRA model initialises weights from torch's global generator:
     # forked, so a monitor generating inside a training process leaves the training's random stream untouched.

@@ -5,14 +5,14 @@ draw false positives even from strong judges, and a policy under RL finds such "
 A screened response gets the rubric's minimum score without any judge call; the grader records the
 reason on the result (``ScoreResult.metadata["screened"]``).
 
-Text is compared as words after folding (:mod:`rubric_reward.folding`: fullwidth and styled letters
+Text is compared as words after folding (:mod:`rubric_reward.guards.confusables`: fullwidth and styled letters
 become plain ones, case folded, zero-width and other format characters and combining marks
 dropped); a response that is one unit repeated is read as that unit.
 Degenerate means:
 
 - ``empty``, ``whitespace``, ``punctuation``: no word at all;
 - ``master_key``: only bare openers (:data:`MASTER_KEYS`, or the grader's ``screen_phrases``), compared
-  as words and as compact skeletons (:func:`~rubric_reward.folding.compact`: confusable letters read as
+  as words and as compact skeletons (:func:`~rubric_reward.guards.confusables.compact`: confusable letters read as
   their prototypes, spacing, hyphens, punctuation and bidi controls removed), so ``Ѕоlutіоn`` (Cyrillic),
   ``S o l u t i o n``, ``s-o-l-u-t-i-o-n`` and ``\u202eSolution`` are the master key ``solution``;
 - ``rubric_echo``: only the rubric's own text (criterion names, requirements, option labels and
@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .folding import Words, compact, scan, visual, words
+from .confusables import Words, compact, scan, visual, words
 from .memo import per_rubric
 
 __all__ = ["MASTER_KEYS", "screen_response"]

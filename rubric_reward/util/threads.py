@@ -28,7 +28,7 @@ def available_cpus() -> int:
 
 def prepare_environment() -> None:
     """Before torch is imported: sleeping idle OpenMP threads, no tokenizers pool (values already set win), and
-    glibc keeping freed memory (:func:`rubric_reward.cpu_memory.retain_freed_memory`)."""
+    glibc keeping freed memory (:func:`rubric_reward.util.cpu_memory.retain_freed_memory`)."""
     from .cpu_memory import retain_freed_memory
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

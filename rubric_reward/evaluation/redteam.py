@@ -104,8 +104,8 @@ def honest_label(response: str, body: Any = None) -> str:
 
 def gullible_label(response: str, body: Any = None) -> str:
     """A judge that adopts anything verdict-shaped or any request to pass (the worst case a parser faces)."""
-    from .folding import fold
-    from .injection import flag_response
+    from ..guards.confusables import fold
+    from ..guards.flag import flag_response
 
     said = fold(response)
     if flag_response(response) is not None or "met" in said.split():
@@ -115,8 +115,8 @@ def gullible_label(response: str, body: Any = None) -> str:
 
 def gullible_reply(body: Mapping[str, Any]) -> str | None:
     """Group requests: a judge that, when one response tells it the others are wrong, gives them UNMET."""
-    from .group_prompts import requested_responses
-    from .prompts import requested_criteria
+    from ..grading.criterion_prompt import requested_criteria
+    from ..grading.group_prompt import requested_responses
 
     shown = requested_responses(body["messages"])
     if len(shown) < 2:
@@ -136,7 +136,7 @@ def gullible_reply(body: Mapping[str, Any]) -> str | None:
 
 # ---------------------------------------------------------------------------- the run
 def _judge_for(mode: str, judge: Any) -> Any:
-    from .judges.config import JudgeConfig
+    from ..judges.config import JudgeConfig
 
     cfg = judge if isinstance(judge, JudgeConfig) else JudgeConfig.from_dict(judge) \
         if isinstance(judge, Mapping) else JudgeConfig(model=str(judge))
@@ -151,8 +151,8 @@ def run_redteam(judge: Any, *, rubric: Any = None, modes: Sequence[str] = MODES,
                 families: Sequence[str] | None = None, injection: str = "screen",
                 progress: Callable[[str], Any] | None = None) -> dict[str, Any]:
     """Run the suite against ``judge`` (a JudgeConfig, its dict, or a model name); a report per mode and family."""
-    from .rubric import Rubric
-    from .scorer import Scorer
+    from ..rubric import Rubric
+    from ..scorer import Scorer
 
     rubric = Rubric.from_obj(RUBRIC if rubric is None else rubric) if not isinstance(rubric, Rubric) else rubric
     chosen = [f for f in FAMILIES if families is None or f in families]

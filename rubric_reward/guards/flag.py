@@ -7,7 +7,7 @@ tell a judge persuaded by a response from an honest one, so the grader looks at 
 judging, and per ``GradingConfig.injection`` screens it (minimum score, no judge call), judges it
 alone (never in a group with other responses), or judges it alone and marks it ``suspect``.
 
-Everything is read on the one skeleton of :mod:`rubric_reward.folding` (NFKC, confusable letters as
+Everything is read on the one skeleton of :mod:`rubric_reward.guards.confusables` (NFKC, confusable letters as
 their prototypes, format and bidi characters dropped; a right-to-left override is also read as it
 displays), so confusable letters, fullwidth forms, zero-width characters and padding do not hide
 anything, and in any serialisation (JSON with comments or missing commas, YAML, TOML, XML, tables,
@@ -36,7 +36,7 @@ import urllib.parse
 from collections.abc import Iterable
 from typing import Any
 
-from .folding import Words, fold, visual, vocabulary, words
+from .confusables import Words, fold, visual, vocabulary, words
 from .memo import per_rubric
 
 __all__ = ["FLAG_POLICIES", "FLAG_REASONS", "flag_response", "rubric_labels", "variants", "verdict_like"]
@@ -232,7 +232,7 @@ def _named(kept: Words, seps: tuple[str, ...], after: int) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _scan_kept(text: str) -> tuple[Words, tuple[str, ...]]:
-    from .folding import scan
+    from .confusables import scan
 
     return scan(text, keep_case=True)
 

@@ -11,23 +11,24 @@ import asyncio
 import contextvars
 import logging
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
-from .deadlines import batch_net, give_up_at
+from ..arithmetic import ScoringConfig, score_verdicts
+from ..guards.degenerate import screen_response
+from ..guards.flag import FLAG_POLICIES, flag_response
+from ..items import Item, prompt_key
+from ..judges.base import JudgeLike
+from ..judges.transport import batch_scope
+from ..results import CallRecord, ErrorKind, JudgeError, ScoreResult, Verdict
+from ..rubric import Criterion, Rubric
+from ..util.deadlines import batch_net, give_up_at
+from .calls import run_call
+from .criterion_prompt import Exemplar, read_reply, reask_for, render_call
 from .ensemble import BINARY_METHODS, ORDINAL_METHODS, aggregate_votes
-from .group_grading import group_units, judge_group
-from .items import Item, prompt_key
-from .judges.base import ChatReply, ChatRequest, JudgeLike
-from .judges.transport import batch_scope
-from .prompts import Exemplar, JudgeCall, PromptError, parse_reply, reask_messages, render_call
-from .results import CallRecord, ErrorKind, JudgeError, ScoreResult, Verdict
-from .rubric import Criterion, Rubric
-from .scoring import ScoringConfig, score_verdicts
-from .injection import FLAG_POLICIES, flag_response
-from .screening import screen_response
+from .group import group_units, judge_group
 
 __all__ = ["Grader", "GradingConfig"]
 
@@ -54,11 +55,11 @@ class GradingConfig:
     batch_deadline_s: float | None = field(default=None, metadata={
         "help": "grade_many: calls unfinished by then become DEADLINE failures"})
     screen_degenerate: bool = field(default=True, metadata={
-        "help": "degenerate responses get the minimum score with no judge call (screening.py)"})
+        "help": "degenerate responses get the minimum score with no judge call (guards/degenerate.py)"})
     screen_phrases: tuple[str, ...] | None = field(default=None, metadata={
-        "help": "bare phrases counted as degenerate (None: screening.MASTER_KEYS)"})
+        "help": "bare phrases counted as degenerate (None: guards.degenerate.MASTER_KEYS)"})
     # a response flagged before judging (verdict-shaped text, text to the grader, a forged prompt structure:
-    # injection.py) is "screen"ed (minimum score, no judge call), judged "alone" (never in a group call with
+    # guards/flag.py) is "screen"ed (minimum score, no judge call), judged "alone" (never in a group call with
     # other responses), or judged alone and marked "suspect" (metadata "suspect"); every policy records
     # metadata "flagged"
     injection: str = field(default="screen", metadata={"choices": FLAG_POLICIES, "help": "a response flagged before "
@@ -198,52 +199,20 @@ class Grader:
             rubric, item, chunk, judge=judge.name, seed=self.config.seed + sample,
             shuffle=self.config.shuffle, exemplars=self._exemplars_for(chunk, judge.name),
         )
-        # the call itself, in the same coroutine (one coroutine less per call)
-        cfg = judge.config
-        names = tuple(c.name for c in call.criteria)
-        request = ChatRequest(call.messages, schema=call.schema, logprobs=cfg.logprobs,
-                              top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample,
-                              affinity=call.affinity)
-        start = time.perf_counter()
-        vetted = _Vetted(call) if judge.caches else None
-        reply = await (judge.complete(request) if vetted is None else judge.complete(request, accept=vetted))
-        usage, cost, attempts, cached = reply.usage, reply.cost, reply.attempts, reply.cached
-        error: JudgeError | None = reply.error
-        parsed = None
-        if error is None:
-            try:
-                parsed = _parse(vetted, call, reply.text)
-            except PromptError as exc:
-                error = JudgeError(ErrorKind.PARSE, str(exc))
-                if self.config.reask:
-                    again = replace(request, messages=reask_messages(call, reply.text, str(exc)))
-                    retry = await (judge.complete(again) if vetted is None else judge.complete(again, accept=vetted))
-                    usage, cost, attempts = usage + retry.usage, cost + retry.cost, attempts + retry.attempts
-                    cached = cached and retry.cached
-                    if retry.error is not None:
-                        error = retry.error
-                    else:
-                        try:
-                            parsed, error, reply = _parse(vetted, call, retry.text), None, retry
-                        except PromptError as exc2:
-                            error = JudgeError(ErrorKind.PARSE, f"{exc2} (after one re-ask)")
-        record = CallRecord(
-            judge=judge.name, criteria=names, usage=usage, cost=cost,
-            latency_s=time.perf_counter() - start, attempts=attempts, cached=cached, error=error,
-        )
-        if (on_call := _ON_CALL.get()) is not None:
-            on_call(record)
-        if parsed is None:
-            return [Verdict(n, None, None, error=error, judge=judge.name) for n in names], record
+        outcome = await run_call(judge, call, sample=sample, read=partial(read_reply, call),
+                                 reask=partial(reask_for, call) if self.config.reask else None, on_call=_ON_CALL.get())
+        if outcome.error is not None:
+            return [Verdict(c.name, None, None, error=outcome.error, judge=judge.name) for c in chunk], outcome.record
+        reply, reading = outcome.readings[-1]
         verdicts = [
             Verdict(p.criterion, p.label, p.value, reason=p.reason, abstained=p.abstained, judge=judge.name)
-            for p in parsed
+            for p in reading.verdicts
         ]
         if reply.logprobs is not None:
-            from .logprob_verdicts import attach_probabilities
+            from .logprobs import attach_probabilities
 
             verdicts = attach_probabilities(call, reply, verdicts)
-        return verdicts, record
+        return verdicts, outcome.record
 
     # ------------------------------------------------------------------ many items
     async def grade_many(
@@ -383,35 +352,9 @@ def _copy_of(result: ScoreResult, item: Item) -> ScoreResult:
     return replace(result, calls=calls, metadata=_meta(item))
 
 
-class _Vetted:
-    """A reply cache's ``accept`` for one call: a reply is stored only if it parses, and the parse is
-    kept, so the grader reads the same reply once (not once to vet it and again for its verdicts)."""
-
-    __slots__ = ("call", "text", "parsed")
-
-    def __init__(self, call: JudgeCall):
-        self.call, self.text, self.parsed = call, None, None
-
-    def __call__(self, reply: ChatReply) -> bool:
-        try:
-            self.parsed, self.text = parse_reply(self.call, reply.text), reply.text
-        except PromptError:
-            return False
-        return True
-
-    def parse(self, text: str | None) -> Any:
-        if self.parsed is not None and text is self.text:
-            return self.parsed
-        return parse_reply(self.call, text)
-
-
-def _parse(vetted: _Vetted | None, call: JudgeCall, text: str | None) -> Any:
-    return parse_reply(call, text) if vetted is None else vetted.parse(text)
-
-
 def _check_verdict(criterion: Criterion, item: Item) -> Verdict:
     try:
-        from .checks import run_check
+        from ..checks import run_check
 
         passed = run_check(criterion.check or "", item.response, criterion.kwargs, item.prompt)
     except Exception as exc:  # a broken check is a failed verdict, not a crash

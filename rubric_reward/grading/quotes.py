@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .folding import Words, words
+from ..guards.confusables import Words, words
 
 __all__ = ["quoted_from"]
 

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .prompts import Exemplar
-from .rubric import Criterion
+from ..rubric import Criterion
+from .criterion_prompt import Exemplar
 
 __all__ = ["FewShotSampler", "LabelledExample"]
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .results import Verdict
-from .rubric import Criterion, CriterionKind
+from ..results import Verdict
+from ..rubric import Criterion, CriterionKind
 
 __all__ = ["BINARY_METHODS", "ORDINAL_METHODS", "aggregate_votes"]
 

@@ -26,10 +26,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from .judges.base import ChatReply, TokenLogprob
-from .prompts import JudgeCall, PromptError, answer_span, answer_start
-from .results import Verdict
-from .rubric import Criterion
+from ..judges.base import ChatReply, TokenLogprob
+from ..results import Verdict
+from ..rubric import Criterion
+from .criterion_prompt import JudgeCall, PromptError, answer_span, answer_start
 
 __all__ = ["attach_probabilities", "label_probabilities", "token_offsets"]
 

@@ -11,7 +11,6 @@ unparseable answer) is not an abstention: by default the whole result is unscore
 from __future__ import annotations
 
 import math
-
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
