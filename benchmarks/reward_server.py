@@ -128,7 +128,7 @@ async def through_service(url: str, items: list[dict], *, batch: int | None, inf
 async def engine_work(judge: dict, rubric: dict, items: list[dict], repeats: int = 5) -> tuple[float, float]:
     """CPU ms per item the service spends outside the grader and HTTP: reading a /score body into
     pairs, and building the answer (JSON in and out included)."""
-    from rubric_reward.serve.engine import ServiceEngine
+    from rubric_reward.serve.service import ServiceEngine
 
     engine = ServiceEngine({"judge": judge, "rubric": rubric, "scoring": {"abstention": "zero"}})
     body = json.dumps({"items": items}).encode()

@@ -318,7 +318,7 @@ def test_a_router_base_url_gives_the_same_rewards():
 
 # ---------------------------------------------------------------------------- /metrics
 def test_metrics_report_the_cap_and_each_replica():
-    from rubric_reward.serve.metrics import ServeMetrics
+    from rubric_reward.serve.prometheus import ServeMetrics
 
     with JudgeServer() as a, JudgeServer() as b:
         judge = Judge(cfg([a.base_url, b.base_url], max_concurrency=8))

@@ -38,13 +38,22 @@ def test_strip_think_takes_the_text_after_the_last_closing_tag(text, answer):
 
 
 def test_one_strip_think_everywhere():
-    from rubric_reward.generation import answers
-    from rubric_reward.rewards import text
+    import importlib
+    from pathlib import Path
 
-    assert answers.strip_think is text.strip_think
-    import rubric_reward.evaluation.rollouts as rollouts
+    import rubric_reward
+    from rubric_reward.util.think import strip_think
 
-    assert rollouts.strip_think is text.strip_think
+    users = ["generation.answers", "generation.parsing", "evaluation.rollouts", "grading.criterion_prompt",
+             "rewards.engine"]
+    for name in users:
+        assert importlib.import_module(f"rubric_reward.{name}").strip_think is strip_think, name
+    from rubric_reward.rewards import strip_think as door
+
+    assert door is strip_think
+    root = Path(rubric_reward.__file__).parent
+    defined = [p for p in root.rglob("*.py") if "def strip_think" in p.read_text()]
+    assert [p.relative_to(root).as_posix() for p in defined] == ["util/think.py"]
 
 
 def test_rubric_labels_in_every_form_and_errors_naming_the_field(tmp_path):

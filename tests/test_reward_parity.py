@@ -173,7 +173,7 @@ def test_every_path_gives_the_same_rewards_and_judge_requests(name, judge_server
 def test_defaults_and_base_url_are_one_rule(tmp_path):
     """The rows of issue 18's table that are config decisions, on the trainer and the service configs alike."""
     from rubric_reward.rewards.engine import RewardEngine
-    from rubric_reward.serve.engine import ServiceEngine
+    from rubric_reward.serve.service import ServiceEngine
 
     for cls in (RewardEngine, ServiceEngine):
         engine = cls({"judge": {"model": "m"}, "base_url": "http://127.0.0.1:9/v1",

@@ -11,7 +11,7 @@ import pytest
 
 from rubric_reward.rewards.rubrics import RubricResolver as RubricSource
 from rubric_reward.rl import LengthPenalty, RewardConfig
-from rubric_reward.rl.metrics import RunningTotals, batch_metrics
+from rubric_reward.rl.step_metrics import RunningTotals, batch_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 

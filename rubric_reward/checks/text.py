@@ -17,7 +17,7 @@ from typing import Any
 
 from ..guards.degenerate import screen_response
 
-__all__ = ["CHECKS", "DISTINCT_WORDS", "NON_ANSWERS", "REPEATED_LINE", "check", "echoes_prompt", "fold",
+__all__ = ["CHECKS", "DISTINCT_WORDS", "NON_ANSWERS", "REPEATED_LINE", "check", "echoes_prompt", "normalized",
            "repeats_itself", "validate"]
 
 REPEATED_LINE = 3  # a line that occurs this often makes a response repetitive
@@ -27,15 +27,15 @@ _MIN_WORDS = 15
 NON_ANSWERS = ("empty", "whitespace", "punctuation", "prompt_echo")
 
 
-def fold(text: str) -> str:
+def normalized(text: str) -> str:
     """``text`` with case and runs of whitespace folded (how lines and words are compared)."""
     return " ".join(text.casefold().split())
 
 
 def repeats_itself(text: str) -> bool:
     """True when ``text`` repeats a line ``REPEATED_LINE`` times or has few distinct words (see module)."""
-    lines = Counter(fold(x) for x in text.splitlines() if x.strip())
-    words = fold(text).split()
+    lines = Counter(normalized(x) for x in text.splitlines() if x.strip())
+    words = normalized(text).split()
     return (bool(lines) and max(lines.values()) >= REPEATED_LINE) or \
         (len(words) >= _MIN_WORDS and len(set(words)) / len(words) < DISTINCT_WORDS)
 

@@ -151,9 +151,17 @@ def build_report(run_dir: str | Path, metrics: Mapping[str, Any], run: RunData) 
     if plots.exists():
         for old in plots.glob("*.png"):
             old.unlink()
-    m, man = metrics, run.manifest
-    blocks: list[Block] = [Heading(1, f"Evaluation report: {man.get('data', run_dir.name)}")]
+    blocks = _header(run_dir, metrics, run.manifest)
+    blocks += _overall(metrics["overall"])
+    blocks += _scores(metrics["scores"], run, plots)
+    blocks += _criteria(metrics["criteria"], run_dir, plots)
+    blocks += _failed(run.records)
+    return blocks
 
+
+def _header(run_dir: Path, m: Mapping[str, Any], man: Mapping[str, Any]) -> list[Block]:
+    """The title, what was judged and what it cost, and the run's identity."""
+    blocks: list[Block] = [Heading(1, f"Evaluation report: {man.get('data', run_dir.name)}")]
     judges = ", ".join(
         f"{j['name']} ({j['model']}" + (f" @ {', '.join(j['endpoints'])}" if j.get("endpoints") else "") + ")"
         for j in man.get("judges") or ()
@@ -174,9 +182,12 @@ def build_report(run_dir: str | Path, metrics: Mapping[str, Any], run: RunData) 
         f"Judges: {judges}. Run {man.get('run', 'n/a')}, rubric-reward {man.get('version', 'n/a')}, "
         f"prompt templates {man.get('template_hash', 'n/a')}, seed {man.get('seed', 'n/a')}."
     ))
+    return blocks
 
-    o = m["overall"]
-    blocks += [
+
+def _overall(o: Mapping[str, Any]) -> list[Block]:
+    """Agreement with the human labels over every labelled decision."""
+    return [
         Heading(2, "Overall agreement with human labels"),
         Table(["statistic", "value"], [
             ["decisions (item x criterion with a human label)", fmt(o["n_decisions"])],
@@ -192,8 +203,10 @@ def build_report(run_dir: str | Path, metrics: Mapping[str, Any], run: RunData) 
         ]),
     ]
 
-    s = m["scores"]
-    blocks += [
+
+def _scores(s: Mapping[str, Any], run: RunData, plots: Path) -> list[Block]:
+    """Judge scores against the human labels' scores, with their scatter and histograms."""
+    blocks: list[Block] = [
         Heading(2, "Scores: judge vs human"),
         Para("The human score is the score of the human labels under the same rubric and scoring."),
         Table(["pairs", "judge mean", "human mean", "mean bias (judge - human) [95% CI]", "Spearman rho",
@@ -210,9 +223,13 @@ def build_report(run_dir: str | Path, metrics: Mapping[str, Any], run: RunData) 
     if judge_scores:
         _plot_hist(judge_scores, [h for _, h in pairs if h is not None], plots / "score_hist.png")
         blocks.append(Image("plots/score_hist.png", "score histograms"))
+    return blocks
 
-    crit = m["criteria"]
-    blocks += [
+
+def _criteria(crit: Sequence[Mapping[str, Any]], run_dir: Path, plots: Path) -> list[Block]:
+    """Per criterion: agreement, per-option precision and recall, confusion matrices (plotted for the
+    ``MAX_PLOTTED`` criteria with the most labelled decisions)."""
+    blocks: list[Block] = [
         Heading(2, "Per criterion"),
         Table(["criterion", "kind", "weight", "n", "failed", "judge abstained", "exact [95% CI]", "adjacent",
                "kappa", "QWK", "Spearman", "Kendall", "mean bias", "EMD", "judges' alpha"],
@@ -253,15 +270,19 @@ def build_report(run_dir: str | Path, metrics: Mapping[str, Any], run: RunData) 
                        Table(["human \\ judge", *labels],
                              [[lab, *map(str, row)] for lab, row in zip(labels, matrix, strict=True)]),
                        Image(name, f"confusion matrix for {c['name']}")]
-
-    failed = [r for r in run.records if r.get("status") == "failed"]
-    if failed:
-        blocks.append(Heading(2, f"Failed items ({len(failed)}; rerun the same command to retry them)"))
-        blocks.append(Table(["id", "key", "error"], [
-            [str(r.get("id")), r["key"][:12], str((r.get("result") or {}).get("error") or "")[:200]]
-            for r in failed[:50]
-        ]))
     return blocks
+
+
+def _failed(records: Sequence[Mapping[str, Any]]) -> list[Block]:
+    """The items whose judging failed (a rerun retries them)."""
+    failed = [r for r in records if r.get("status") == "failed"]
+    if not failed:
+        return []
+    return [Heading(2, f"Failed items ({len(failed)}; rerun the same command to retry them)"),
+            Table(["id", "key", "error"], [
+                [str(r.get("id")), r["key"][:12], str((r.get("result") or {}).get("error") or "")[:200]]
+                for r in failed[:50]
+            ])]
 
 
 # ---------------------------------------------------------------------------- rendering

@@ -149,19 +149,48 @@ def parse_rubric(text: str | None, *, config: GenerationConfig | None = None,
     if not text or not text.strip():
         raise RubricError("the answer is empty")
     repairs: list[str] = []
+    obj = _rubric_object(_answer_object(text, config, repairs), name, repairs)
+    items = obj["criteria"]
+    fixed, seen, identities = [], set(), set()
+    for i, c in enumerate(items):
+        c = _repaired_criterion(i, c, config, task, repairs)
+        if c is None:
+            continue
+        identity = _identity(c)
+        if identity:
+            if identity in identities:
+                repairs.append(f"criteria[{i}]: dropped an exact repeat of an earlier criterion")
+                continue
+            identities.add(identity)
+        _name_criterion(i, c, seen, repairs)
+        fixed.append(c)
+    if not config.min_criteria <= len(fixed) <= config.max_criteria:
+        repeats = " distinct" if len(fixed) < len(items) else ""
+        raise RubricError(f"the rubric has {len(fixed)}{repeats} criteria; write between {config.min_criteria} "
+                          f"and {config.max_criteria}")
+    obj["criteria"] = fixed
+    rubric = Rubric.from_obj(obj, source="generated rubric")
+    return rubric, repairs
+
+
+def _answer_object(text: str, config: GenerationConfig, repairs: list[str]) -> Any:
+    """The answer's JSON value, or its numbered list of criteria (asked for, or accepted instead of JSON)."""
     if config.format == "list" and (listed := _extract_list(text)):
-        obj: Any = {"criteria": listed}  # asked for a list: "[5]" is a weight, not a JSON array
-    else:
-        try:
-            obj = _extract_json(text)
-        except RubricError:
-            if config.format == "list":
-                raise RubricError("the answer holds no numbered list of criteria") from None
-            listed = _extract_list(text) if config.accept_lists else []
-            if len(listed) < config.min_criteria:
-                raise
-            obj = {"criteria": listed}
-            repairs.append(f"read a list of {len(listed)} criteria instead of JSON")
+        return {"criteria": listed}  # asked for a list: "[5]" is a weight, not a JSON array
+    try:
+        return _extract_json(text)
+    except RubricError:
+        if config.format == "list":
+            raise RubricError("the answer holds no numbered list of criteria") from None
+        listed = _extract_list(text) if config.accept_lists else []
+        if len(listed) < config.min_criteria:
+            raise
+        repairs.append(f"read a list of {len(listed)} criteria instead of JSON")
+        return {"criteria": listed}
+
+
+def _rubric_object(obj: Any, name: str, repairs: list[str]) -> dict[str, Any]:
+    """``obj`` as a rubric mapping: unwrapped, with only the rubric's fields, named, holding a criteria list."""
     if isinstance(obj, dict) and "criteria" not in obj and isinstance(obj.get("rubric"), dict | list):
         obj = obj["rubric"]
         repairs.append("unwrapped 'rubric'")
@@ -177,77 +206,80 @@ def parse_rubric(text: str | None, *, config: GenerationConfig | None = None,
     if not isinstance(obj.get("name"), str) or not obj["name"].strip():
         obj["name"] = name
         repairs.append("named the rubric")
-    items = obj["criteria"]
-    if not isinstance(items, list):
-        raise RubricError(f"'criteria' must be a list, got {type(items).__name__}")
-    fixed, seen, requirements = [], set(), set()
-    for i, c in enumerate(items):
-        if isinstance(c, str):
-            c = {"requirement": c}
-            repairs.append(f"criteria[{i}]: a bare string became the requirement")
-        if not isinstance(c, dict):
-            raise RubricError(f"criteria[{i}] must be an object with name, requirement and weight")
-        c = dict(c)
-        for old, new in _RENAMED.items():
-            if old in c and new not in c:
-                c[new] = c.pop(old)
-                repairs.append(f"criteria[{i}]: renamed {old!r} to {new!r}")
-        unknown = set(c) - _CRITERION_KEEP
-        if unknown:
-            for k in unknown:
-                c.pop(k)
-            repairs.append(f"criteria[{i}]: dropped field(s) {sorted(unknown)}")
-        w = c.get("weight")
-        if isinstance(w, str):
-            try:
-                c["weight"] = float(w.strip())
-                repairs.append(f"criteria[{i}]: weight {w!r} read as a number")
-            except ValueError:
-                raise RubricError(f"criteria[{i}]: weight {w!r} is not a number") from None
-        if "check" in c and c["check"] is None:
-            c.pop("check")  # the schema's null: a judged criterion
-        elif isinstance(c.get("check"), str) and " " in c["check"].strip():
-            name, kwargs = parse_check_spec(c["check"])
-            if not isinstance(c.get("kwargs", {}), Mapping):
-                raise RubricError(f"criteria[{i}]: 'kwargs' must be an object")
-            c["check"], c["kwargs"] = name, {**(c.get("kwargs") or {}), **kwargs}
-        if config.ground_checks and task is not None and c.get("check"):
-            grounded, why = ground_check(str(c["check"]), c.get("kwargs") or {}, task)
-            if grounded is None:
-                repairs.append(f"criteria[{i}]: dropped check {c['check']}: {why[0]}")
-                continue
-            if why:
-                c["kwargs"] = grounded
-                repairs.append(f"criteria[{i}]: grounded in the task: {'; '.join(why)}")
-        requirement = c.get("requirement") or c.get("question") or c.get("description") or ""
-        if "check" in c:
-            identity = json.dumps([c["check"], c.get("kwargs") or {}], sort_keys=True, default=str)
-        else:
-            identity = " ".join(str(requirement).lower().split()) if isinstance(requirement, str) else ""
-        if identity:
-            if identity in requirements:
-                repairs.append(f"criteria[{i}]: dropped an exact repeat of an earlier criterion")
-                continue
-            requirements.add(identity)
-        cname = c.get("name")
-        if not isinstance(cname, str) or not cname.strip():
-            label = str(c["check"]).rsplit(":", 1)[-1] if "check" in c else str(requirement)
-            c["name"] = slug(label, f"c{i + 1}")
-            repairs.append(f"criteria[{i}]: named it {c['name']!r}")
-        if c["name"] in seen:
-            base, n = c["name"], 2
-            while f"{base}_{n}" in seen:
-                n += 1
-            c["name"] = f"{base}_{n}"
-            repairs.append(f"criteria[{i}]: renamed a duplicate name to {c['name']!r}")
-        seen.add(c["name"])
-        fixed.append(c)
-    if not config.min_criteria <= len(fixed) <= config.max_criteria:
-        repeats = " distinct" if len(fixed) < len(items) else ""
-        raise RubricError(f"the rubric has {len(fixed)}{repeats} criteria; write between {config.min_criteria} "
-                          f"and {config.max_criteria}")
-    obj["criteria"] = fixed
-    rubric = Rubric.from_obj(obj, source="generated rubric")
-    return rubric, repairs
+    if not isinstance(obj["criteria"], list):
+        raise RubricError(f"'criteria' must be a list, got {type(obj['criteria']).__name__}")
+    return obj
+
+
+def _repaired_criterion(i: int, c: Any, config: GenerationConfig, task: str | None,
+                        repairs: list[str]) -> dict[str, Any] | None:
+    """Criterion ``i`` with trivial repairs (a bare string, renamed or unknown fields, a weight as text, a
+    check spec with arguments, a check grounded in the task); None when grounding drops its check."""
+    if isinstance(c, str):
+        c = {"requirement": c}
+        repairs.append(f"criteria[{i}]: a bare string became the requirement")
+    if not isinstance(c, dict):
+        raise RubricError(f"criteria[{i}] must be an object with name, requirement and weight")
+    c = dict(c)
+    for old, new in _RENAMED.items():
+        if old in c and new not in c:
+            c[new] = c.pop(old)
+            repairs.append(f"criteria[{i}]: renamed {old!r} to {new!r}")
+    unknown = set(c) - _CRITERION_KEEP
+    if unknown:
+        for k in unknown:
+            c.pop(k)
+        repairs.append(f"criteria[{i}]: dropped field(s) {sorted(unknown)}")
+    w = c.get("weight")
+    if isinstance(w, str):
+        try:
+            c["weight"] = float(w.strip())
+            repairs.append(f"criteria[{i}]: weight {w!r} read as a number")
+        except ValueError:
+            raise RubricError(f"criteria[{i}]: weight {w!r} is not a number") from None
+    if "check" in c and c["check"] is None:
+        c.pop("check")  # the schema's null: a judged criterion
+    elif isinstance(c.get("check"), str) and " " in c["check"].strip():
+        name, kwargs = parse_check_spec(c["check"])
+        if not isinstance(c.get("kwargs", {}), Mapping):
+            raise RubricError(f"criteria[{i}]: 'kwargs' must be an object")
+        c["check"], c["kwargs"] = name, {**(c.get("kwargs") or {}), **kwargs}
+    if config.ground_checks and task is not None and c.get("check"):
+        grounded, why = ground_check(str(c["check"]), c.get("kwargs") or {}, task)
+        if grounded is None:
+            repairs.append(f"criteria[{i}]: dropped check {c['check']}: {why[0]}")
+            return None
+        if why:
+            c["kwargs"] = grounded
+            repairs.append(f"criteria[{i}]: grounded in the task: {'; '.join(why)}")
+    return c
+
+
+def _requirement(c: Mapping[str, Any]) -> Any:
+    return c.get("requirement") or c.get("question") or c.get("description") or ""
+
+
+def _identity(c: Mapping[str, Any]) -> str:
+    """What makes two criteria exact repeats: the check and its arguments, or the requirement's words."""
+    if "check" in c:
+        return json.dumps([c["check"], c.get("kwargs") or {}], sort_keys=True, default=str)
+    requirement = _requirement(c)
+    return " ".join(str(requirement).lower().split()) if isinstance(requirement, str) else ""
+
+
+def _name_criterion(i: int, c: dict[str, Any], seen: set[str], repairs: list[str]) -> None:
+    """Give criterion ``i`` a name when it has none, and a distinct one when an earlier criterion has it."""
+    cname = c.get("name")
+    if not isinstance(cname, str) or not cname.strip():
+        label = str(c["check"]).rsplit(":", 1)[-1] if "check" in c else str(_requirement(c))
+        c["name"] = slug(label, f"c{i + 1}")
+        repairs.append(f"criteria[{i}]: named it {c['name']!r}")
+    if c["name"] in seen:
+        base, n = c["name"], 2
+        while f"{base}_{n}" in seen:
+            n += 1
+        c["name"] = f"{base}_{n}"
+        repairs.append(f"criteria[{i}]: renamed a duplicate name to {c['name']!r}")
+    seen.add(c["name"])
 
 

@@ -32,7 +32,7 @@ from ..rewards.length import length_penalties
 from ..rewards.records import RewardRecord, failed_criteria
 from ..items import prompt_key
 from ..rewards.samples import BatchShapeError, SampleError, aligned, as_list
-from .metrics import RunningTotals, batch_metrics
+from .step_metrics import RunningTotals, batch_metrics
 
 __all__ = ["AsyncRubricReward", "RewardRecord", "RubricReward", "UnscorableBatchesError", "rubric_rewards"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..util.lazy import lazy_exports
 
 _EXPORTS = {
-    "ServeConfig": "config", "ServerSettings": "config", "ServiceEngine": "engine",
+    "ServeConfig": "config", "ServerSettings": "config", "ServiceEngine": "service",
     "RequestError": "errors",
     "build_app": "app", "serve": "app", "ServiceThread": "app",
     "RewardClient": "..rewards.client", "RewardServiceError": "..rewards.client",

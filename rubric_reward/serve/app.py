@@ -1,4 +1,4 @@
-"""The reward service: an aiohttp app over one shared :class:`~rubric_reward.serve.engine.ServiceEngine`.
+"""The reward service: an aiohttp app over one shared :class:`~rubric_reward.serve.service.ServiceEngine`.
 
 Routes:
 
@@ -34,10 +34,10 @@ from aiohttp import web
 
 from ..rewards.records import RewardRecord
 from .config import ServeConfig
-from .engine import ServiceEngine
+from .service import ServiceEngine
 from .errors import RequestError
 from .health import JudgeProbe
-from .metrics import ServeMetrics
+from .prometheus import ServeMetrics
 
 __all__ = ["ServiceThread", "build_app", "serve"]
 

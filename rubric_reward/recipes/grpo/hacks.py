@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from ...checks.text import echoes_prompt, fold, repeats_itself  # one rule for the checks and these counts
+from ...checks.text import echoes_prompt, normalized, repeats_itself  # one rule for the checks and these counts
 
 __all__ = ["contained_in_prompt", "hack_indicators", "length_change", "repeated_across_prompts", "repetitive",
            "score_length_correlation"]
@@ -49,8 +49,8 @@ def length_change(base_lengths: Sequence[float | None], best_lengths: Sequence[f
 def repeated_across_prompts(completions: Sequence[str]) -> dict[str, Any]:
     """Completions (one per prompt; compared case- and whitespace-insensitively, empty ones included) whose
     text is also the completion of another prompt: ``count``, ``share`` of all, up to three ``examples``."""
-    seen = Counter(fold(c) for c in completions)
-    repeated = [fold(c) for c in completions if seen[fold(c)] > 1]
+    seen = Counter(normalized(c) for c in completions)
+    repeated = [normalized(c) for c in completions if seen[normalized(c)] > 1]
     share = _share(len(repeated), len(completions))
     return {"count": len(repeated), "share": share, "examples": [t[:80] for t, _ in Counter(repeated).most_common(3)],
             "flag": bool(share and share > SHARE_FLAG)}

@@ -70,10 +70,21 @@ def batch_metrics(
 ) -> dict[str, float]:
     """The metrics of one batch (see docs/rewards.md for the list). ``unique``: the distinct (prompt,
     completion, rubric) triples judged (default: the distinct results)."""
-    n = len(records)
+    if not records:
+        return {}
     m: dict[str, float] = {}
-    if n == 0:
-        return m
+    m.update(_reward_figures(records))
+    m.update(_guard_figures(records))
+    m.update(_verdict_figures(records, lengths, fixed_rubric, max_criteria))
+    m.update(_call_figures(records, totals, unique))
+    m["batch_s"] = batch_s
+    m.update(_spread_figures(records, lengths, prompt_keys))
+    return {f"{prefix}/{k}": float(v) for k, v in m.items() if v is not None and math.isfinite(v)}
+
+
+def _reward_figures(records: Sequence[RewardRecord]) -> dict[str, float]:
+    """The rewards and scores of the batch: mean, spread, the unscored share, the length penalty."""
+    m: dict[str, float] = {}
     rewards = [r.reward for r in records]
     scored = [x for x in rewards if x is not None]
     if scored:
@@ -82,23 +93,34 @@ def batch_metrics(
     judged = [r.score for r in records if r.score is not None and r.guard is None]
     if judged:
         m["score_mean"] = sum(judged) / len(judged)
-    m["unscored_frac"] = sum(x is None for x in rewards) / n
+    m["unscored_frac"] = sum(x is None for x in rewards) / len(records)
+    penalties = [r.penalty for r in records if r.reward is not None]
+    if any(penalties):
+        m["length_penalty_mean"] = sum(penalties) / len(penalties)
+    return m
 
+
+def _guard_figures(records: Sequence[RewardRecord]) -> dict[str, float]:
+    """The reward guards that fired, and the verdict boundary (docs/security.md): flagged before judging,
+    screened without a judge (degenerate or flagged, under grading.injection: screen), judged but marked
+    suspect (grading.injection: suspect)."""
+    n = len(records)
     guards = Counter(r.guard for r in records if r.guard)
-    m["guarded_frac"] = sum(guards.values()) / n
+    m = {"guarded_frac": sum(guards.values()) / n}
     for name, count in guards.items():
         m[f"guard/{name}_frac"] = count / n
-    # the verdict boundary (docs/security.md): flagged before judging, screened without a judge (degenerate or
-    # flagged, under grading.injection: screen), judged but marked suspect (grading.injection: suspect)
     meta = [r.result.metadata if r.result is not None else {} for r in records]
     m["flagged_frac"] = sum(bool(x.get("flagged")) for x in meta) / n
     m["screened_frac"] = sum(bool(x.get("screened")) for x in meta) / n
     m["suspect_frac"] = sum(bool(x.get("suspect")) for x in meta) / n
-    penalties = [r.penalty for r in records if r.reward is not None]
-    if any(penalties):
-        m["length_penalty_mean"] = sum(penalties) / len(penalties)
+    return m
 
-    # verdict-level figures over the judged completions (guarded ones were never put to the judge)
+
+def _verdict_figures(records: Sequence[RewardRecord], lengths: Sequence[int], fixed_rubric: Rubric | None,
+                     max_criteria: int) -> dict[str, float]:
+    """Verdict-level figures over the judged completions (guarded ones were never put to the judge):
+    abstentions, failures by kind, pass rates (per criterion for a fixed rubric), deadline misses by length."""
+    m: dict[str, float] = {}
     verdicts = passed = abstained = failed = 0
     kinds: Counter[str] = Counter()
     per_criterion: dict[str, list[int]] = {}
@@ -131,16 +153,20 @@ def batch_metrics(
         if verdicts - failed:
             m["pass_rate"] = passed / (verdicts - failed)
     if late_lengths:  # a deadline that falls on the longest completions biases training against length
-        m["deadline_frac"] = len(late_lengths) / n
+        m["deadline_frac"] = len(late_lengths) / len(records)
         m["length_deadline_mean"] = sum(late_lengths) / len(late_lengths)
         if ontime_lengths:
             m["length_ontime_mean"] = sum(ontime_lengths) / len(ontime_lengths)
     for name in list(per_criterion)[:max_criteria]:
         oks = per_criterion[name]
         m[f"pass/{_UNSAFE.sub('_', name)}"] = sum(oks) / len(oks)
+    return m
 
-    # calls, cost and latency: duplicates within a batch come back with their calls marked cached and free
-    # a group call is on each of its results with its share (1/n): shares, tokens and costs add up to it
+
+def _call_figures(records: Sequence[RewardRecord], totals: RunningTotals, unique: int | None) -> dict[str, float]:
+    """Calls, cache hits, tokens, cost and latency, added to the running ``totals``. Duplicates within a batch
+    come back with their calls marked cached and free; a group call is on each of its results with its share
+    (1/n), so shares, tokens and costs add up to it."""
     seen: set[int] = set()
     calls = hits = tokens = 0.0
     cost = 0.0
@@ -160,25 +186,28 @@ def batch_metrics(
     totals.steps += 1
     totals.cost += cost
     totals.judge_calls += round(calls)
-    totals.completions += n
-    m["judge_calls"] = float(calls)
-    m["cache_hits"] = float(hits)
-    m["unique_frac"] = (len(seen) if unique is None else unique) / n
-    m["tokens"] = float(tokens)
-    m["cost"] = cost
-    m["cost_total"] = totals.cost
+    totals.completions += len(records)
+    m = {"judge_calls": float(calls), "cache_hits": float(hits),
+         "unique_frac": (len(seen) if unique is None else unique) / len(records), "tokens": float(tokens),
+         "cost": cost, "cost_total": totals.cost}
     if latencies:
         m["latency_p50_s"] = quantile(latencies, 0.5)
         m["latency_p95_s"] = quantile(latencies, 0.95)
         m["latency_p99_s"] = quantile(latencies, 0.99)
         m["latency_max_s"] = max(latencies)
-    m["batch_s"] = batch_s
+    return m
 
+
+def _spread_figures(records: Sequence[RewardRecord], lengths: Sequence[int],
+                    prompt_keys: Sequence[str]) -> dict[str, float]:
+    """What GRPO learns from: the reward's rank correlation with length, and the share of prompt groups whose
+    rewards do not differ (no advantage)."""
+    m: dict[str, float] = {}
+    rewards = [r.reward for r in records]
     pairs = [(r.reward, float(ln)) for r, ln in zip(records, lengths, strict=True) if r.reward is not None]
     rho = _spearman([p[0] for p in pairs], [p[1] for p in pairs])
     if rho is not None:
         m["reward_length_spearman"] = rho
-
     groups = [g for g in _groups(prompt_keys) if len(g) > 1]
     if groups:
         flat = 0
@@ -186,5 +215,4 @@ def batch_metrics(
             vals = [rewards[i] for i in g if rewards[i] is not None]
             flat += len(vals) < 2 or max(vals) - min(vals) <= _EPS
         m["zero_spread_groups"] = flat / len(groups)
-
-    return {f"{prefix}/{k}": float(v) for k, v in m.items() if v is not None and math.isfinite(v)}
+    return m
