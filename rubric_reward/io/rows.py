@@ -97,8 +97,9 @@ def _is_hf_dataset(obj: Any) -> bool:
     return type(obj).__module__.startswith("datasets.") and hasattr(obj, "column_names")
 
 
-def numbered_jsonl_rows(path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
-    """``(line number, object)`` for each non-blank line of a JSONL file."""
+def numbered_jsonl_rows(path: Path, *, torn_ok: bool = False) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """``(line number, object)`` for each non-blank line of a JSONL file. ``torn_ok``: a file this package
+    appends to, where a line that is not a JSON object (one torn by a crash) is skipped instead of an error."""
     if not path.is_file():
         raise DataError(f"{path}: {'is a directory, not a JSONL file' if path.is_dir() else 'no such file'}")
     with path.open("rb") as f:
@@ -106,14 +107,20 @@ def numbered_jsonl_rows(path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
             try:
                 line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
             except UnicodeDecodeError:
+                if torn_ok:
+                    continue
                 raise DataError(f"{path}: line {n}: not UTF-8 text") from None
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:  # one line number, the file's (json's own counts within the row)
+                if torn_ok:
+                    continue
                 raise DataError(f"{path}: line {n}: not valid JSON at column {exc.colno}: {json_problem(exc)}") from None
             if not isinstance(row, Mapping):
+                if torn_ok:
+                    continue
                 raise DataError(f"{path}: line {n}: expected a JSON object, got {type(row).__name__}")
             yield n, row
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...io.rows import numbered_jsonl_rows
+
 __all__ = ["STYLES", "Labelled", "build_labelled_pairs", "label_response", "load_labelled", "load_rows", "main"]
 
 #: System prompts the completions are sampled under (None: the bare user turn), so their lengths vary.
@@ -118,7 +120,7 @@ def build_labelled_pairs(prompts_file: str | Path, out: str | Path, *, generator
     from ...generation.generator import default_generator
     from ...generation.human_data import split_ids
 
-    prompts = [json.loads(line) for line in Path(prompts_file).read_text(encoding="utf-8").splitlines() if line.strip()]
+    prompts = [dict(row) for _, row in numbered_jsonl_rows(Path(prompts_file))]
     config = generator or replace(default_generator(), temperature=temperature, seed=seed, max_tokens=max_tokens)
     judge = Judge(config)
 
@@ -160,11 +162,8 @@ def load_labelled(side: str, path: str | Path | None = None) -> list[Any]:
 
     if side not in ("train", "heldout"):
         raise ValueError(f"labelled pairs: side must be 'train' or 'heldout', got {side!r}")
-    if path is None:
-        text = resources.files("rubric_reward.data").joinpath("labelled/pairs.jsonl").read_text(encoding="utf-8")
-    else:
-        text = Path(path).read_text(encoding="utf-8")
-    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    with resources.as_file(resources.files("rubric_reward.data").joinpath("labelled/pairs.jsonl")) as bundled:
+        rows = [row for _, row in numbered_jsonl_rows(Path(path) if path is not None else bundled)]
     return [PromptRow(r["id"], r["prompt"], tuple({k: p[k] for k in ("response_a", "response_b", "winner")}
                                                   for p in r["labels"]), tuple(r["instructions"]))
             for r in rows if r["split"] == side and r["labels"]]

@@ -12,7 +12,6 @@ such as logprob verdicts differing by 1e-7 between batches, is not an effect), a
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ...evaluation import interval_dict as _interval
+from ...io.rows import numbered_jsonl_rows
 
 __all__ = ["PERFECT", "SIGNIFICANT_P", "best_record", "compare_paired", "load_selection_scores", "passed_over",
            "pool_seeds", "score_value", "selection_table", "tie_identical"]
@@ -174,14 +174,9 @@ def load_selection_scores(run_dir: str | Path, records: Sequence[Mapping[str, An
         if path is None or not path.is_file():
             continue
         values: dict[str, tuple[float | None, str | None]] = {}
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line after a crash
-            values[str(row.get("id", n))] = (score_value(row.get("value", row.get("score"))), row.get("completion"))
+        for n, row in numbered_jsonl_rows(path, torn_ok=True):  # a torn last line after a crash is skipped
+            values[str(row.get("id", n - 1))] = (score_value(row.get("value", row.get("score"))),
+                                                 row.get("completion"))
         out[int(rec["step"])] = values
     return out
 

@@ -46,6 +46,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from ...io.rows import numbered_jsonl_rows
 from .checkpoints import adapter_sha256, complete_checkpoints
 from .comparison import best_record, passed_over
 
@@ -93,10 +94,9 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     by_step: dict[int, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for _, rec in numbered_jsonl_rows(path, torn_ok=True):
         try:
-            rec = json.loads(line)
-            by_step[int(rec["step"])] = rec
+            by_step[int(rec["step"])] = dict(rec)
         except (ValueError, KeyError, TypeError):
             continue
     return [by_step[s] for s in sorted(by_step)]
