@@ -6,6 +6,10 @@ score = clip(1 + sum(weight * value) / sum(|negative weights|), 0, 1).
 Abstentions (CANNOT_ASSESS / N/A) follow the configured strategy. A *failed* verdict (judge error,
 unparseable answer) is not an abstention: by default the whole result is unscored; the
 ``worst_case`` policy scores it as the worst outcome instead. Nothing is renormalised silently.
+
+Weights here are :attr:`~rubric_reward.rubric.Criterion.reward_weight`: a monitor criterion (``monitor: true``
+or weight 0) counts 0, so it never moves a score, and its failure never unscores one. :func:`score_terms`
+splits a score into each criterion's term (plus the penalty-only base and the clip), summing to it.
 """
 
 from __future__ import annotations
@@ -18,7 +22,11 @@ from enum import StrEnum
 from .results import ErrorKind, JudgeError, ScoreResult, Verdict
 from .rubric import Criterion, Rubric
 
-__all__ = ["Abstention", "OnFailure", "ScoringConfig", "counted_value", "score_verdicts"]
+__all__ = ["Abstention", "OnFailure", "ScoringConfig", "counted_value", "score_terms", "score_verdicts"]
+
+BASE_TERM = "_base"  # score_terms: the 1 a penalty-only rubric starts from
+CLIP_TERM = "_clip"  # score_terms: what clipping to [0, 1] took off (or float rounding added)
+ALL_OR_NOTHING_TERM = "_all_or_nothing"  # score_terms: the whole pass/fail score
 
 _EPS = 1e-9
 
@@ -66,47 +74,94 @@ def score_verdicts(
     config: ScoringConfig = ScoringConfig(),
 ) -> ScoreResult:
     """Score one response from its verdicts (one per criterion of ``rubric``)."""
+    ordered = _ordered(rubric, verdicts)
+    failed = [v for c, v in zip(rubric.criteria, ordered, strict=True) if v.error is not None and not c.is_monitor]
+    if failed and config.on_failure is OnFailure.UNSCORED:
+        detail = "; ".join(f"{v.criterion} ({v.error})" for v in failed)
+        return ScoreResult(None, ordered, error=f"{len(failed)} verdict(s) failed: {detail}")
+    terms, why = _terms(rubric, ordered, config)
+    if why is not None:
+        return ScoreResult(None, ordered, error=why)
+
+    if config.all_or_nothing:
+        score, expected = _all_or_nothing(terms)
+        return ScoreResult(score, ordered, raw_score=score, expected_score=expected)
+
+    has_positive = any(c.reward_weight > 0 for c in rubric.criteria)
+    raw = _normalise([(c.reward_weight, val) for c, val, _ in terms], has_positive)
+    raw_expected = _normalise([(c.reward_weight, exp) for c, _, exp in terms], has_positive)
+    if not (math.isfinite(raw) and math.isfinite(raw_expected)):  # never a NaN or inf reward
+        return ScoreResult(None, ordered, error=f"the score is not finite ({raw}); check the rubric's weights")
+    return ScoreResult(_clip(raw), ordered, raw_score=raw, expected_score=_clip(raw_expected))
+
+
+def score_terms(rubric: Rubric, verdicts: Iterable[Verdict] | Mapping[str, Verdict],
+                config: ScoringConfig = ScoringConfig(), field: str = "score") -> dict[str, float] | None:
+    """The ``field`` score (``score``, ``expected_score`` or ``raw_score``) of these verdicts as a sum of terms:
+    each criterion's ``reward_weight x value / normaliser`` by name (0 for a monitor, and for a criterion left
+    out), :data:`BASE_TERM` (1 for a penalty-only rubric), and :data:`CLIP_TERM`, what clipping took off (it also
+    takes float rounding: the terms sum to the score to rounding). Under ``all_or_nothing`` the score is one term,
+    :data:`ALL_OR_NOTHING_TERM`. None when the verdicts leave the result unscored."""
+    result = score_verdicts(rubric, verdicts, config)
+    target = getattr(result, field)
+    if result.score is None or target is None:
+        return None
+    out = {c.name: 0.0 for c in rubric.criteria}
+    if config.all_or_nothing:
+        return {**out, ALL_OR_NOTHING_TERM: float(target)}
+    terms, _ = _terms(rubric, result.verdicts, config)
+    has_positive = any(c.reward_weight > 0 for c in rubric.criteria)
+    if has_positive:
+        denominator = sum(c.reward_weight for c, _, _ in terms if c.reward_weight > 0)
+        base = 0.0
+    else:
+        denominator = sum(-c.reward_weight for c, _, _ in terms if c.reward_weight < 0)
+        base = 1.0
+    for c, value, expected in terms:
+        if denominator and c.reward_weight:
+            out[c.name] = c.reward_weight * (expected if field == "expected_score" else value) / denominator
+    out[BASE_TERM] = base
+    out[CLIP_TERM] = float(target) - math.fsum(out.values())
+    return out
+
+
+def _ordered(rubric: Rubric, verdicts: Iterable[Verdict] | Mapping[str, Verdict]) -> tuple[Verdict, ...]:
     by_name = dict(verdicts) if isinstance(verdicts, Mapping) else {v.criterion: v for v in verdicts}
-    ordered = tuple(
+    return tuple(
         by_name.get(c.name)
         or Verdict(c.name, None, None, error=JudgeError(ErrorKind.INTERNAL, "no verdict was produced"))
         for c in rubric.criteria
     )
-    failed = [v for v in ordered if v.error is not None]
-    if failed and config.on_failure is OnFailure.UNSCORED:
-        detail = "; ".join(f"{v.criterion} ({v.error})" for v in failed)
-        return ScoreResult(None, ordered, error=f"{len(failed)} verdict(s) failed: {detail}")
 
-    terms: list[tuple[Criterion, float, float]] = []  # (criterion, value, expected value)
+
+def _terms(rubric: Rubric, ordered: tuple[Verdict, ...], config: ScoringConfig
+           ) -> tuple[list[tuple[Criterion, float, float]], str | None]:
+    """(criterion, value, expected value) of each criterion that counts, or why nothing is left to score."""
+    terms: list[tuple[Criterion, float, float]] = []
     for c, v in zip(rubric.criteria, ordered, strict=True):
+        if c.is_monitor:
+            continue
         counted = counted_value(c, v, config)
         if counted is not None:
             terms.append((c, *counted))
-
-    has_positive = any(c.weight > 0 for c in rubric.criteria)
-    if has_positive and not any(c.weight > 0 for c, _, _ in terms):
-        return ScoreResult(None, ordered, error="every positive criterion abstained; nothing left to score (SKIP)")
+    has_positive = any(c.reward_weight > 0 for c in rubric.criteria)
+    if has_positive and not any(c.reward_weight > 0 for c, _, _ in terms):
+        return terms, "every positive criterion abstained; nothing left to score (SKIP)"
     if not terms:
-        return ScoreResult(None, ordered, error="every criterion abstained; nothing left to score (SKIP)")
+        return terms, "every criterion abstained; nothing left to score (SKIP)"
+    return terms, None
 
-    if config.all_or_nothing:
-        passed = all(
-            (val >= c.best_value - _EPS) if c.weight > 0 else (val <= _EPS) for c, val, _ in terms if c.weight
-        )
-        expected = 1.0
-        for c, _, exp in terms:
-            if c.weight > 0:
-                expected *= exp / c.best_value if c.best_value > 0 else 1.0
-            elif c.weight < 0:
-                expected *= 1.0 - exp
-        score = 1.0 if passed else 0.0
-        return ScoreResult(score, ordered, raw_score=score, expected_score=_clip(expected))
 
-    raw = _normalise([(c.weight, val) for c, val, _ in terms], has_positive)
-    raw_expected = _normalise([(c.weight, exp) for c, _, exp in terms], has_positive)
-    if not (math.isfinite(raw) and math.isfinite(raw_expected)):  # never a NaN or inf reward
-        return ScoreResult(None, ordered, error=f"the score is not finite ({raw}); check the rubric's weights")
-    return ScoreResult(_clip(raw), ordered, raw_score=raw, expected_score=_clip(raw_expected))
+def _all_or_nothing(terms: list[tuple[Criterion, float, float]]) -> tuple[float, float]:
+    passed = all((val >= c.best_value - _EPS) if c.reward_weight > 0 else (val <= _EPS) for c, val, _ in terms)
+    expected = 1.0
+    for c, _, exp in terms:
+        if c.reward_weight > 0:
+            expected *= exp / c.best_value if c.best_value > 0 else 1.0
+        elif c.reward_weight < 0:
+            expected *= 1.0 - exp
+    score = 1.0 if passed else 0.0
+    return score, _clip(expected)
 
 
 def counted_value(c: Criterion, v: Verdict, config: ScoringConfig = ScoringConfig()) -> tuple[float, float] | None:

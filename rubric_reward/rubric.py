@@ -2,7 +2,8 @@
 
 A rubric is a list of criteria. Each criterion is judged on its own and yields a value in [0, 1]
 that is multiplied by its weight; negative weights are penalties (for them MET means "the flaw is
-present"). Three judged kinds exist, plus programmatic checks:
+present"). A criterion with ``monitor: true`` (or weight 0) is a *monitor*: judged and logged like any other,
+it adds nothing to the score. Three judged kinds exist, plus programmatic checks:
 
 * ``binary``  -- MET (1.0) / UNMET (0.0), with CANNOT_ASSESS as the abstention.
 * ``ordinal`` -- ordered options, each with an explicit value in [0, 1] and a behavioural anchor.
@@ -79,7 +80,9 @@ class Criterion:
     """One thing a response is judged on.
 
     ``options`` is derived for binary criteria (MET=1, UNMET=0) so every judged criterion has an
-    explicit option list; ``allow_abstain`` adds CANNOT_ASSESS (binary) or N/A (options).
+    explicit option list; ``allow_abstain`` adds CANNOT_ASSESS (binary) or N/A (options). ``monitor``
+    keeps the criterion out of the score (its ``weight`` still says which way it points, for the judge's
+    verdicts, pass rates and a later promotion back into the reward).
     """
 
     name: str
@@ -90,6 +93,17 @@ class Criterion:
     allow_abstain: bool = True
     check: str | None = None
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    monitor: bool = False
+
+    @property
+    def reward_weight(self) -> float:
+        """The weight the criterion counts with in the score: 0 for a monitor, else ``weight``."""
+        return 0.0 if self.monitor else self.weight
+
+    @property
+    def is_monitor(self) -> bool:
+        """Judged and logged, adding nothing to the score (``monitor: true`` or weight 0)."""
+        return self.reward_weight == 0
 
     @property
     def is_judged(self) -> bool:
@@ -138,6 +152,8 @@ class Criterion:
                 d["kind"] = self.kind.value
                 d["options"] = [o.to_dict() for o in self.options]
         d["weight"] = self.weight
+        if self.monitor:
+            d["monitor"] = True
         default_abstain = self.kind is CriterionKind.BINARY
         if self.is_judged and self.allow_abstain != default_abstain:
             d["allow_abstain"] = self.allow_abstain
@@ -173,7 +189,8 @@ class Rubric:
 
     @property
     def positive_weight(self) -> float:
-        return sum(c.weight for c in self.criteria if c.weight > 0)
+        """The sum of the positive weights the score counts (monitors left out)."""
+        return sum(c.reward_weight for c in self.criteria if c.reward_weight > 0)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -270,7 +287,7 @@ def load_rubrics(path: str | Path) -> dict[str, Rubric]:
 
 _CRITERION_FIELDS = {
     "name", "requirement", "weight", "kind", "type", "options", "allow_abstain", "check", "kwargs",
-    "description", "question",
+    "description", "question", "monitor",
 }
 
 
@@ -303,6 +320,10 @@ def _criterion_from_obj(obj: Any, index: int, source: str) -> Criterion:
     if not math.isfinite(weight):
         raise RubricError(f"{where}: field 'weight' must be finite, got {weight}")
 
+    monitor = obj.get("monitor", False)
+    if not isinstance(monitor, bool):
+        raise RubricError(f"{where}: field 'monitor' must be true or false")
+
     check = obj.get("check")
     kind_raw = obj.get("kind", obj.get("type"))
     if check is not None:
@@ -324,7 +345,7 @@ def _criterion_from_obj(obj: Any, index: int, source: str) -> Criterion:
             raise RubricError(f"{where}: field 'check': {exc}") from None
         return Criterion(
             name=name, requirement=requirement, weight=weight, kind=CriterionKind.CHECK,
-            allow_abstain=False, check=check, kwargs=dict(kwargs),
+            allow_abstain=False, check=check, kwargs=dict(kwargs), monitor=monitor,
         )
     if "kwargs" in obj:
         raise RubricError(f"{where}: field 'kwargs' is only for check criteria")
@@ -353,7 +374,7 @@ def _criterion_from_obj(obj: Any, index: int, source: str) -> Criterion:
         options = _options_from_obj(obj.get("options"), where)
     return Criterion(
         name=name, requirement=requirement, weight=weight, kind=kind, options=options,
-        allow_abstain=allow_abstain,
+        allow_abstain=allow_abstain, monitor=monitor,
     )
 
 
@@ -410,6 +431,9 @@ def _validate_rubric(rubric: Rubric) -> None:
             raise RubricError(f"rubric {rubric.name!r}: the {sign} weights sum to {total}; use smaller weights")
     if all(c.weight == 0 for c in rubric.criteria):
         raise RubricError(f"rubric {rubric.name!r}: every weight is zero; at least one criterion needs a non-zero weight")
+    if all(c.is_monitor for c in rubric.criteria):
+        raise RubricError(f"rubric {rubric.name!r}: every criterion is a monitor; at least one must count toward the "
+                          "score (monitor: false and a non-zero weight)")
 
 
 def _as_str(value: Any, where: str) -> str:

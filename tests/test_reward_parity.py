@@ -4,12 +4,16 @@ Paths: the TRL call (``RubricReward.from_config``), ``rubric_rewards``, the serv
 ``POST /openrlhf``, and the OpenRLHF and verl adapters judging in-process (verl's batch, per-sample and
 async forms). The loopback judge records every
 request; each path's requests must equal the TRL path's, body for body.
+
+The default rubric carries a monitor criterion (``monitor: true``, a heavy penalty that fires often and fails on
+one row): every path judges it, and every path's rewards equal the TRL rewards of the rubric without it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import sys
 import urllib.request
 from types import SimpleNamespace
@@ -26,7 +30,9 @@ CAPITAL = {"name": "capital", "criteria": [
     {"name": "names_paris", "requirement": "The response names Paris."},
     {"name": "sourced", "requirement": "The response cites a source."},
     {"name": "rambles", "requirement": "The response rambles.", "weight": -1},
+    {"name": "says_please", "requirement": "The response says please.", "weight": -5, "monitor": True},
 ]}
+WITHOUT_MONITOR = {**CAPITAL, "criteria": CAPITAL["criteria"][:-1]}
 LIBRARY = {"geo": {"criteria": [{"name": "names_paris", "requirement": "Names Paris."}]}}
 SHORT_YAML = "criteria:\n  - name: short\n    requirement: The response is short.\n"
 QUESTIONS = ["Does the response name Paris?", "Is the response polite?"]
@@ -50,6 +56,8 @@ SCRIPT = {
     "names_paris": lambda r, b: "MET" if "Paris" in r else "UNMET",
     "sourced": lambda r, b: "CANNOT_ASSESS" if "maybe" in r else ("MET" if "per " in r else "UNMET"),
     "rambles": lambda r, b: "MET" if len(r) > 40 else "UNMET",
+    # the monitor: fires on two rows, off the menu (a failed verdict) on the abstaining row
+    "says_please": lambda r, b: "NOT A LABEL" if "maybe" in r else ("MET" if "please" in r else "UNMET"),
 }
 
 
@@ -80,18 +88,18 @@ def _post(url, body):
         return json.loads(resp.read())
 
 
-def _write_config(tmp_path, server, judge, reward, scoring):
-    (tmp_path / "rubrics").mkdir()
+def _write_config(tmp_path, server, judge, reward, scoring, rubric=CAPITAL, name="reward.yaml"):
+    (tmp_path / "rubrics").mkdir(exist_ok=True)
     (tmp_path / "rubrics" / "concise.yaml").write_text(
         "criteria:\n  - name: names_paris\n    requirement: Names Paris.\n  - name: polite\n    requirement: Polite?\n")
     cfg = {
-        "judge": judge, "base_url": server.base_url, "rubric": CAPITAL, "rubric_dir": "rubrics", "rubrics": LIBRARY,
+        "judge": judge, "base_url": server.base_url, "rubric": rubric, "rubric_dir": "rubrics", "rubrics": LIBRARY,
         "scoring": scoring, "reward": reward, "deadline_s": 60, "unscored_reward": -7.0,
         # trainer-only fields and the service's section: one file drives every path
         "name": "rubric", "log_completions": True, "max_criteria_metrics": 5, "metric_prefix": "rubric",
         "guards": {"degenerate": True, "min_reward": -0.5}, "serve": {"max_batch_items": 64},
     }
-    path = tmp_path / "reward.yaml"
+    path = tmp_path / name
     path.write_text(yaml.safe_dump(cfg))
     return path
 
@@ -115,9 +123,23 @@ def test_every_path_gives_the_same_rewards_and_judge_requests(name, judge_server
         got["trl"] = reward(prompts=prompts, completions=completions, completion_ids=[[1]] * len(ROWS),
                             rubric=labels, trainer_state=SimpleNamespace(global_step=1), log_metric=lambda *a: None,
                             log_extra=lambda *a: None)
+        metrics = reward.last_metrics
     finally:
         reward.close()
     requests["trl"] = _requests(server)
+    # the monitor is judged and logged (its term 0), and the logged terms sum to the logged reward
+    assert any("says_please" in json.dumps(b) for b in map(json.loads, requests["trl"]))
+    assert metrics["rubric/contrib/says_please"] == 0.0
+    terms = [v for k, v in metrics.items() if k.startswith("rubric/contrib/")]
+    assert math.isclose(math.fsum(terms), metrics["rubric/reward_mean"], abs_tol=1e-12)
+
+    plain = RubricReward.from_config(_write_config(tmp_path, server, *CONFIGS[name], rubric=WITHOUT_MONITOR,
+                                                   name="plain.yaml"))
+    try:
+        got["trl without the monitor"] = plain(prompts=prompts, completions=completions, rubric=labels)
+    finally:
+        plain.close()
+    server.reset_stats()
 
     got["rubric_rewards"] = rubric_rewards(prompts, completions, labels, config=str(path))
     requests["rubric_rewards"] = _requests(server)

@@ -34,8 +34,9 @@ __all__ = ["CriterionReward", "criterion_rewards", "criterion_weights"]
 
 
 def criterion_weights(rubrics: Iterable[Rubric]) -> dict[str, float]:
-    """Each criterion name's weight, in first-seen order; a name with two weights is a one-line ``ValueError``
-    (TRL has one weight per reward function)."""
+    """Each criterion name's weight in the reward (:attr:`~rubric_reward.rubric.Criterion.reward_weight`: 0 for a
+    monitor, whose function TRL then logs without adding it), in first-seen order; a name with two weights is a
+    one-line ``ValueError`` (TRL has one weight per reward function)."""
     weights: dict[str, float] = {}
     where: dict[str, str] = {}
     seen: set[int] = set()
@@ -44,12 +45,12 @@ def criterion_weights(rubrics: Iterable[Rubric]) -> dict[str, float]:
             continue
         seen.add(id(rubric))
         for c in rubric.criteria:
-            if c.name in weights and not math.isclose(weights[c.name], c.weight):
+            if c.name in weights and not math.isclose(weights[c.name], c.reward_weight):
                 raise ValueError(f"per-criterion rewards: criterion {c.name!r} has weight {weights[c.name]:g} in "
-                                 f"rubric {where[c.name]!r} and {c.weight:g} in rubric {rubric.name!r}; a criterion "
-                                 "name needs one weight (rename one of them)")
+                                 f"rubric {where[c.name]!r} and {c.reward_weight:g} in rubric {rubric.name!r}; a "
+                                 "criterion name needs one weight (rename one of them)")
             if c.name not in weights:
-                weights[c.name], where[c.name] = float(c.weight), rubric.name
+                weights[c.name], where[c.name] = float(c.reward_weight), rubric.name
     return weights
 
 

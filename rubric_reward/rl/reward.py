@@ -319,6 +319,7 @@ class RubricReward(SyncFacade):
             records, lengths=[r.length for r in records], prompt_keys=batch.prompt_keys,
             fixed_rubric=next(iter(rubrics.values())) if len(rubrics) == 1 else None, totals=self.totals,
             batch_s=batch_s, prefix=cfg.metric_prefix, max_criteria=cfg.max_criteria_metrics, unique=batch.unique,
+            scoring=cfg.scoring_config(), reward_field=cfg.reward,
         )
         self.last_metrics = metrics
         if log_metric is not None:

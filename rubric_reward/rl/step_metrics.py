@@ -2,6 +2,12 @@
 
 Pure functions of the batch's records (no I/O); only finite values are returned, so a trainer's
 logs never see a NaN from here. Cumulative figures (cost) live in :class:`RunningTotals`.
+
+``contrib/<criterion>`` decomposes ``reward_mean``: each criterion's mean term in the reward
+(:func:`~rubric_reward.arithmetic.score_terms`; 0 for a monitor criterion, which is logged all the same), beside
+``contrib/_base`` (a penalty-only rubric's 1), ``contrib/_clip`` (what clipping took off), ``contrib/_length_penalty``,
+``contrib/_guard`` (rewards a guard decided) and ``contrib/_other`` (criteria past ``max_criteria``); together they
+sum to ``reward_mean`` (to float rounding): the logged decomposition is the trained reward (TRL #5352).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from ..rewards.length import quantile
 from ..rewards.records import criterion_passed, criterion_targets, failed_criteria
 
 if TYPE_CHECKING:
+    from ..arithmetic import ScoringConfig
     from ..rewards.records import RewardRecord
     from ..rubric import Rubric
 
@@ -67,9 +74,12 @@ def batch_metrics(
     prefix: str = "rubric",
     max_criteria: int = 20,
     unique: int | None = None,
+    scoring: ScoringConfig | None = None,
+    reward_field: str = "score",
 ) -> dict[str, float]:
     """The metrics of one batch (see docs/rewards.md for the list). ``unique``: the distinct (prompt,
-    completion, rubric) triples judged (default: the distinct results)."""
+    completion, rubric) triples judged (default: the distinct results); ``scoring`` and ``reward_field``: how the
+    reward was scored, for the ``contrib/`` decomposition (left out without ``scoring``)."""
     if not records:
         return {}
     m: dict[str, float] = {}
@@ -79,6 +89,8 @@ def batch_metrics(
     m.update(_call_figures(records, totals, unique))
     m["batch_s"] = batch_s
     m.update(_spread_figures(records, lengths, prompt_keys))
+    if scoring is not None:
+        m.update(_contribution_figures(records, scoring, reward_field, max_criteria))
     return {f"{prefix}/{k}": float(v) for k, v in m.items() if v is not None and math.isfinite(v)}
 
 
@@ -216,3 +228,32 @@ def _spread_figures(records: Sequence[RewardRecord], lengths: Sequence[int],
             flat += len(vals) < 2 or max(vals) - min(vals) <= _EPS
         m["zero_spread_groups"] = flat / len(groups)
     return m
+
+
+def _contribution_figures(records: Sequence[RewardRecord], scoring: ScoringConfig, reward_field: str,
+                          max_criteria: int) -> dict[str, float]:
+    """``contrib/...``: the scored records' mean reward split into terms that sum to ``reward_mean``."""
+    from ..arithmetic import score_terms
+
+    scored = [r for r in records if r.reward is not None]
+    if not scored:
+        return {}
+    sums: dict[str, float] = {}
+    named: list[str] = []  # criterion names in first-seen order; past max_criteria they go to _other
+    for r in scored:
+        terms = None
+        if r.guard is None and r.result is not None and r.rubric is not None:
+            terms = score_terms(r.rubric, r.result.verdicts, scoring, reward_field)
+        if terms is None:
+            terms = {"_guard": float(r.reward)}
+        if r.penalty:
+            terms["_length_penalty"] = -r.penalty
+        for name, value in terms.items():
+            if not name.startswith("_"):
+                if name not in named:
+                    named.append(name)
+                if named.index(name) >= max_criteria:
+                    name = "_other"
+            key = f"contrib/{_UNSAFE.sub('_', name)}"
+            sums[key] = sums.get(key, 0.0) + value
+    return {k: v / len(scored) for k, v in sums.items()}
