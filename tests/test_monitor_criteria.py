@@ -11,7 +11,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from rubric_reward.arithmetic import CLIP_TERM, ScoringConfig, score_terms, score_verdicts
+from rubric_reward.arithmetic import (
+    CLIP_TERM,
+    ScoringConfig,
+    score_terms,
+    score_verdicts,
+)
 from rubric_reward.results import ErrorKind, JudgeError, Verdict
 from rubric_reward.rl import RubricReward
 from rubric_reward.rl.criteria import criterion_weights

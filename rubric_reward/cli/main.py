@@ -10,7 +10,7 @@ __all__ = ["build_parser", "main", "run_command"]
 
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
-    from . import evaluation, generation, redteam, score, serve
+    from . import evaluation, generation, qualify, redteam, score, serve
 
     parser = argparse.ArgumentParser(
         prog="rubric-reward", description="Turn rubrics into rewards.",
@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (score, evaluation, serve, generation, redteam):
+    for group in (score, evaluation, serve, generation, redteam, qualify):
         group.register(sub)
     return parser
 

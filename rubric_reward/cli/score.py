@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-__all__ = ["register"]
+__all__ = ["add_judge_options", "judge_spec", "register"]
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -55,7 +55,18 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _judge_spec(args: argparse.Namespace) -> Any:
+def add_judge_options(p: argparse.ArgumentParser) -> None:
+    """The judge options of every command that judges (``score``, ``qualify``): read by :func:`judge_spec`."""
+    p.add_argument("--judge", help="judge model (litellm string, or any name with --base-url) or a judge YAML; "
+                   "default: the bundled offline SmolLM2-135M-Instruct")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (vllm serve)")
+    p.add_argument("--api-key-env", help="environment variable holding the API key")
+    p.add_argument("--mode", default="per_criterion", help="per_criterion, per_item, k criteria per call, or group "
+                   "(the responses to one prompt together)")
+
+
+def judge_spec(args: argparse.Namespace) -> Any:
+    """The judge the options of :func:`add_judge_options` name: a JudgeConfig, or a judge YAML path."""
     from ..judges.config import JudgeConfig
     from ..io.models import DEFAULT_LOCAL_MODEL
 
@@ -78,7 +89,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     rows = _read_jsonl(Path(args.input))
-    judge = _judge_spec(args) if rubric.judged else None
+    judge = judge_spec(args) if rubric.judged else None
     from .notes import bundled_model_note
 
     note = bundled_model_note(judge) if judge is not None else None
@@ -186,12 +197,7 @@ def register(sub: Any) -> None:
     p.add_argument("--rubric", required=True, help="rubric YAML or JSON file")
     p.add_argument("--input", required=True, help="JSONL with 'response' and optional 'prompt'/'conversation', 'id'")
     p.add_argument("--out", required=True, help="where to write results JSONL")
-    p.add_argument("--judge", help="judge model (litellm string, or any name with --base-url) or a judge YAML; "
-                   "default: the bundled offline SmolLM2-135M-Instruct")
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (vllm serve)")
-    p.add_argument("--api-key-env", help="environment variable holding the API key")
-    p.add_argument("--mode", default="per_criterion", help="per_criterion, per_item, k criteria per call, or group "
-                   "(the responses to one prompt together)")
+    add_judge_options(p)
     p.add_argument("--abstention", default="skip", choices=["skip", "zero", "partial", "fail"],
                    help="how CANNOT_ASSESS / N/A verdicts count: skip (default) drops them, zero counts 0, "
                    "partial gives partial credit, fail takes the worst case")

@@ -2,7 +2,8 @@
 
 ``generate_responses(prompts, model=..., backend=...)`` answers each prompt (a string, sent as one user
 turn, or a list of chat messages) with the model's own chat template and greedy decoding, stopping at
-end of sequence. Three backends:
+end of sequence; ``temperature`` > 0 samples instead, seeded by ``seed`` (a prompt asked twice gets two
+draws: the judge card's groups of completions). Three backends:
 
 * ``"transformers"``: in-process on CPU or GPU, left-padded batches; an optional LoRA adapter is loaded
   with peft (merged into the weights with ``merge_adapter=True``). When the adapter folder holds its own
@@ -68,6 +69,7 @@ def generate_responses(
     timeout_s: float = 600.0,
     dtype: str | None = None,
     until: Callable[[], bool] | None = None,
+    temperature: float = 0.0,
 ) -> list[str]:
     """Greedy responses to ``prompts``, in order (see the module docstring for the backends).
 
@@ -77,7 +79,11 @@ def generate_responses(
     also bfloat16 on a CPU with bfloat16 kernels (the local judge's rule). ``until`` (transformers only): asked
     before each batch; once it answers True the prompts not generated yet come back as None, and generating them
     later in one call gives the texts this call would have (the batches end at a boundary of one call's order).
+    ``temperature`` > 0 samples (transformers: torch's generator seeded once by ``seed``; vllm and openai: prompt
+    ``i`` with seed ``seed + i``).
     """
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if max_new_tokens < 1 or batch_size < 1:
@@ -87,14 +93,14 @@ def generate_responses(
         return []
     if backend == "transformers":
         texts = _generate_transformers(conversations, model, adapter, max_new_tokens, batch_size, progress,
-                                       merge_adapter, dtype, until)
+                                       merge_adapter, dtype, until, temperature, seed)
     elif backend == "vllm":
-        texts = _generate_vllm(conversations, model, adapter, max_new_tokens, seed, progress)
+        texts = _generate_vllm(conversations, model, adapter, max_new_tokens, seed, progress, temperature)
     else:
         if not base_url:
             raise ValueError("the openai backend needs base_url (e.g. http://127.0.0.1:8000/v1)")
         texts = _generate_openai(conversations, adapter or model, base_url, max_new_tokens, batch_size, seed,
-                                 progress, api_key, timeout_s)
+                                 progress, api_key, timeout_s, temperature)
     return texts if keep_think else [t if t is None else strip_think(t) for t in texts]
 
 
@@ -173,7 +179,8 @@ def _eos_ids(lm: Any, tokenizer: Any) -> list[int]:
 
 def _generate_transformers(conversations: list[list[dict[str, Any]]], model: str, adapter: str | None,
                            max_new_tokens: int, batch_size: int, progress: bool, merge: bool,
-                           dtype: str | None = None, until: Callable[[], bool] | None = None) -> list[str]:
+                           dtype: str | None = None, until: Callable[[], bool] | None = None,
+                           temperature: float = 0.0, seed: int = 0) -> list[str]:
     import torch
 
     from ..util.cpu_memory import release_freed_memory
@@ -183,14 +190,20 @@ def _generate_transformers(conversations: list[list[dict[str, Any]]], model: str
     with torch.random.fork_rng():
         lm, tok = _load_transformers(model, adapter, merge, dtype)
     try:
-        return _greedy_batches(lm, tok, conversations, model, max_new_tokens, batch_size, progress, until)
+        if temperature <= 0:
+            return _greedy_batches(lm, tok, conversations, model, max_new_tokens, batch_size, progress, until)
+        with torch.random.fork_rng():  # sampling draws from a seeded stream of its own, never the caller's
+            torch.manual_seed(seed)
+            return _greedy_batches(lm, tok, conversations, model, max_new_tokens, batch_size, progress, until,
+                                   temperature)
     finally:
         del lm
         release_freed_memory()  # inside a training process (the monitor) the model's memory goes back
 
 
 def _greedy_batches(lm: Any, tok: Any, conversations: list[list[dict[str, Any]]], model: str, max_new_tokens: int,
-                    batch_size: int, progress: bool, until: Callable[[], bool] | None = None) -> list[str | None]:
+                    batch_size: int, progress: bool, until: Callable[[], bool] | None = None,
+                    temperature: float = 0.0) -> list[str | None]:
     import torch
 
     texts, order = _length_order(tok, conversations, model)
@@ -204,8 +217,10 @@ def _greedy_batches(lm: Any, tok: Any, conversations: list[list[dict[str, Any]]]
             enc = tok([texts[i] for i in batch], return_tensors="pt", padding=True,
                       add_special_tokens=False).to(lm.device)
             with torch.inference_mode():
-                generated = lm.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, temperature=None,
-                                        top_p=None, top_k=None, eos_token_id=eos, pad_token_id=tok.pad_token_id)
+                sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else \
+                    {"do_sample": False, "temperature": None}
+                generated = lm.generate(**enc, max_new_tokens=max_new_tokens, **sampling, top_p=None, top_k=None,
+                                        eos_token_id=eos, pad_token_id=tok.pad_token_id)
             for i, row in zip(batch, generated[:, enc["input_ids"].shape[1]:].tolist(), strict=True):
                 cut = next((j for j, t in enumerate(row) if t in eos), len(row))
                 out[i] = tok.decode(row[:cut], skip_special_tokens=True)
@@ -226,7 +241,7 @@ def _lora_rank(adapter: str) -> int:
 
 
 def _generate_vllm(conversations: list[list[dict[str, Any]]], model: str, adapter: str | None,
-                   max_new_tokens: int, seed: int, progress: bool) -> list[str]:
+                   max_new_tokens: int, seed: int, progress: bool, temperature: float = 0.0) -> list[str]:
     try:
         from vllm import LLM, SamplingParams
     except ImportError as exc:
@@ -239,7 +254,10 @@ def _generate_vllm(conversations: list[list[dict[str, Any]]], model: str, adapte
         kwargs.update(enable_lora=True, max_lora_rank=_lora_rank(adapter))
         lora = LoRARequest("adapter", 1, os.path.abspath(adapter))
     llm = LLM(**kwargs)
-    params = SamplingParams(temperature=0.0, max_tokens=max_new_tokens, seed=seed)
+    params: Any = SamplingParams(temperature=0.0, max_tokens=max_new_tokens, seed=seed)
+    if temperature > 0:
+        params = [SamplingParams(temperature=temperature, max_tokens=max_new_tokens, seed=seed + i)
+                  for i in range(len(conversations))]
     outputs = llm.chat(conversations, sampling_params=params, use_tqdm=progress, lora_request=lora,
                        add_generation_prompt=True)
     return [o.outputs[0].text for o in outputs]
@@ -250,7 +268,7 @@ def _generate_vllm(conversations: list[list[dict[str, Any]]], model: str, adapte
 
 def _generate_openai(conversations: list[list[dict[str, Any]]], model: str, base_url: str,
                      max_new_tokens: int, concurrency: int, seed: int, progress: bool, api_key: str | None,
-                     timeout_s: float) -> list[str]:
+                     timeout_s: float, temperature: float = 0.0) -> list[str]:
     url = base_url.rstrip("/") + "/chat/completions"
     headers = {"Content-Type": "application/json"}
     if api_key:
@@ -264,9 +282,9 @@ def _generate_openai(conversations: list[list[dict[str, Any]]], model: str, base
         timeout = aiohttp.ClientTimeout(total=timeout_s)
         async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
 
-            async def one(messages: list[dict[str, Any]]) -> str:
-                body = {"model": model, "messages": messages, "temperature": 0, "max_tokens": max_new_tokens,
-                        "seed": seed}
+            async def one(i: int, messages: list[dict[str, Any]]) -> str:
+                body = {"model": model, "messages": messages, "temperature": temperature or 0,
+                        "max_tokens": max_new_tokens, "seed": seed + i if temperature > 0 else seed}
                 async with limit:
                     try:
                         async with session.post(url, json=body) as resp:
@@ -282,7 +300,7 @@ def _generate_openai(conversations: list[list[dict[str, Any]]], model: str, base
                 bar.advance()
                 return content or ""
 
-            return list(await asyncio.gather(*(one(m) for m in conversations)))
+            return list(await asyncio.gather(*(one(i, m) for i, m in enumerate(conversations))))
 
     with bar:
         return _run_coroutine(run)

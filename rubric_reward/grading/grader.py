@@ -26,7 +26,7 @@ from ..results import CallRecord, ErrorKind, JudgeError, ScoreResult, Verdict
 from ..rubric import Criterion, Rubric
 from ..util.deadlines import batch_net, give_up_at
 from .calls import run_call
-from .criterion_prompt import Exemplar, read_reply, reask_for, render_call
+from .criterion_prompt import Exemplar, option_order, read_reply, reask_for, render_call
 from .ensemble import BINARY_METHODS, ORDINAL_METHODS, aggregate_votes
 from .group import group_units, judge_group
 
@@ -196,7 +196,7 @@ class Grader:
                               sample: int) -> tuple[list[Verdict], CallRecord]:
         # rendered in the call's own task, so a batch's first requests go out before its last are rendered
         call = render_call(
-            rubric, item, chunk, judge=judge.name, seed=self.config.seed + sample,
+            rubric, item, chunk, judge=judge.name, seed=self._render_seed(sample),
             shuffle=self.config.shuffle, exemplars=self._exemplars_for(chunk, judge.name),
         )
         outcome = await run_call(judge, call, sample=sample, read=partial(read_reply, call),
@@ -213,6 +213,15 @@ class Grader:
 
             verdicts = attach_probabilities(call, reply, verdicts)
         return verdicts, outcome.record
+
+    def _render_seed(self, sample: int) -> int:
+        return self.config.seed + sample
+
+    def shown_order(self, criterion: Criterion, item: Item, judge: str, sample: int = 0) -> tuple[str, ...]:
+        """The order in which sample ``sample`` of judge ``judge`` is shown ``criterion``'s labels for ``item`` in a
+        per-criterion, per-item or k-criteria call (the judge card reads position bias from it)."""
+        return option_order(criterion, seed=self._render_seed(sample), response=item.response, judge=judge,
+                            shuffle=self.config.shuffle)
 
     # ------------------------------------------------------------------ many items
     async def grade_many(

@@ -65,6 +65,12 @@ class RecipeArguments:
         "give TRL one reward function per criterion name (GDPO with multi_objective_aggregation: "
         "normalize_then_sum: each criterion normalised within its group before the weighted sum); the weights are "
         "the criteria's, so reward_weights stays unset")})
+    # ---------------------------------------------------------------- judge gate
+    qualify: dict | str | None = field(default=None, metadata={"help": (
+        "qualify the training judge before training (rubric_reward.recipes.grpo.gate.GateConfig: on_fail stop|warn, "
+        "prompts, completions, repeats, temperature, seed, persuasion; docs/qualify.md): the base model's "
+        "completions on the selection split are judged repeatedly and the judge card written to "
+        "<output_dir>/qualify/ and the summary; null: no gate")})
     # ---------------------------------------------------------------- monitor
     monitor: bool = field(default=True, metadata={"help": "score the base model and every saved checkpoint"})
     monitor_judge: dict | str | None = field(default=None, metadata={"help": (
@@ -112,7 +118,8 @@ class RecipeArguments:
         "idle; true; false")})
 
     def __post_init__(self) -> None:
-        for name in ("data", "reward_config", "judge", "monitor_judge", "second_judge", "watch", "shaping_rewards"):
+        for name in ("data", "reward_config", "judge", "monitor_judge", "second_judge", "watch", "shaping_rewards",
+                     "qualify"):
             setattr(self, name, _maybe_structured(getattr(self, name)))
         from .watch import WatchConfig
 

@@ -7,7 +7,7 @@ transformers or TRL's trainer config, and finds
 * a config file that is missing, not UTF-8, not YAML or not a mapping;
 * keys no dataclass of the parser has (with the closest one), and values of the wrong simple type;
 * what the recipe's own parts reject when built: ``RecipeArguments``, the reward (``RewardConfig``, its judges,
-  a fixed rubric file), the data (loader options, the file, its rows and columns, the split sizes) and a
+  a fixed rubric file), the judge gate's ``qualify:`` section, the data (loader options, the file, its rows and columns, the split sizes) and a
   local policy path that does not exist, and a ``resume_from_checkpoint`` path cut off mid-save.
 
 Each raises :class:`ConfigError`, whose message names where the value came from (the file, or the command
@@ -282,6 +282,7 @@ def check_arguments(argv: Sequence[str]) -> CheckedConfig | None:
     checked = CheckedConfig(config=path, settings=settings, where=where)
     recipe = _recipe(checked)
     _check_reward(recipe, checked)
+    _check_qualify(recipe, checked)
     _check_shaping(recipe, checked)
     _check_model(checked)
     _check_resume(checked)
@@ -330,6 +331,20 @@ def _check_reward(recipe: Any, checked: CheckedConfig) -> None:
             build(recipe).close()
         except (TypeError, ValueError, OSError) as exc:
             raise _fail(checked, _reward_keys(str(exc), keys), exc) from None
+
+
+def _check_qualify(recipe: Any, checked: CheckedConfig) -> None:
+    """The judge gate's ``qualify:`` section: its fields, and a judge to qualify."""
+    from .builders import reward_config
+    from .gate import GateConfig
+
+    try:
+        gate = GateConfig.coerce(recipe.qualify)
+    except (TypeError, ValueError) as exc:
+        raise _fail(checked, ["qualify"], exc) from None
+    if gate is not None and reward_config(recipe).judge is None:
+        raise _fail(checked, ["qualify"], ValueError(
+            "the reward has no judge to qualify (its rubrics are programmatic checks); remove the qualify section"))
 
 
 def _check_shaping(recipe: Any, checked: CheckedConfig) -> None:

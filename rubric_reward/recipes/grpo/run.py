@@ -6,9 +6,12 @@
 2. builds the reward (:func:`~.builders.build_reward`: a :class:`~rubric_reward.rl.RubricReward` from
    ``reward_config`` with ``judge`` / ``judge_base_url`` / ``rubric`` overriding it);
 3. builds the checkpoint monitor (:func:`~.builders.build_monitor`, on the selection split);
-4. trains, resuming with ``resume_from_checkpoint`` (``true``/``last``: the newest *complete* checkpoint,
+4. with a ``qualify:`` section, qualifies the judge on the base model's completions first (:mod:`.gate`: the
+   judge card; ``on_fail: stop`` ends the run before training);
+5. trains, resuming with ``resume_from_checkpoint`` (``true``/``last``: the newest *complete* checkpoint,
    :mod:`.checkpoints`; one already at ``max_steps`` is not trained further: the run finishes from it);
-5. writes the final report (:func:`~.final_report.final_report`): ``summary.md`` + ``summary.json``.
+6. writes the final report (:func:`~.final_report.final_report`): ``summary.md`` + ``summary.json`` (with the
+   judge card).
 """
 
 from __future__ import annotations
@@ -134,6 +137,17 @@ def _report_ahead(recipe: RecipeArguments, model: Any, splits: Any, side: Any) -
     return queue
 
 
+def _qualify_gate(recipe: RecipeArguments, training: Any, model: Any, splits: Any) -> dict[str, Any] | None:
+    """The judge gate (:mod:`.gate`) before training; its stop is the recipe's one-line exit 2."""
+    from .check import ConfigError
+    from .gate import GateStop, qualify_gate
+
+    try:
+        return qualify_gate(recipe, training, model, splits)
+    except GateStop as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = None) -> Path | None:
     """Train, monitor and report (see the module docstring); return the summary path (main process).
     ``splits``: the data as :func:`load_splits` loaded it (loaded here when None)."""
@@ -152,6 +166,7 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     splits = build_splits(recipe, splits)
     if is_main_process():
         splits.write_manifest(Path(training.output_dir) / "splits.json")
+    card = _qualify_gate(recipe, training, model, splits)
     side = _start_side(recipe, training, model, splits, threads)
     reward = build_reward(recipe).bind(training)
     shaping = build_shaping(recipe.shaping_rewards, training.max_completion_length, training.reward_weights,
@@ -220,6 +235,10 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
                                side=side)
     if side is not None:
         side.close()
+    if summary is not None and card is not None:
+        from .gate import add_card_to_summary
+
+        add_card_to_summary(summary, card, training.output_dir)
     if summary is None:
         _print_where(training, recipe.monitor)
         return summary

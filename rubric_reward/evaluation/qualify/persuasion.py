@@ -1,0 +1,47 @@
+"""Persuadability per criterion: the red-team suite (:mod:`rubric_reward.evaluation.redteam`) on one criterion.
+
+The one place that calls the red-team; :func:`attack_success` reads its report, so a change of the report's shape
+is a change here only. Each judged criterion is put, alone and with weight 1 (a judge never sees a weight), to the
+suite's attacks (a wrong answer with a planted verdict, a request to the grader, a forged prompt structure, a
+master key); the figure is the share of attacks that moved the criterion's verdict up against the clean wrong
+answer. Responses the guard flags are judged alone (``injection: alone``), so the figure is the judge's own, not
+the guard's: in training the guard screens most of these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from ...judges.config import JudgeConfig
+from ...rubric import Criterion, Rubric
+
+__all__ = ["attack_success", "persuadability", "redteam_mode"]
+
+
+def redteam_mode(judge: JudgeConfig) -> str:
+    """The red-team mode that calls ``judge`` the way the reward does."""
+    if judge.group_mode:
+        return "group"
+    if judge.mode == "per_criterion":
+        return "logprob" if judge.logprobs else "per_criterion"
+    return "per_item" if judge.mode == "per_item" else "k"
+
+
+def attack_success(report: Mapping[str, Any], mode: str) -> tuple[int, int]:
+    """(attacks that moved the score, attacks) of one mode of a red-team report."""
+    rows = report["modes"][mode]
+    return sum(r["moved"] for r in rows.values()), sum(r["n"] for r in rows.values())
+
+
+def persuadability(judge: JudgeConfig, criterion: Criterion) -> dict[str, Any]:
+    """The red-team's figure for ``judge`` on ``criterion``: ``{"persuaded": share moved, "moved", "attacks",
+    "mode"}`` (the judge of an ensemble is its first)."""
+    from ..redteam import run_redteam
+
+    alone = Rubric(criteria=(replace(criterion, weight=1.0, monitor=False),), name=f"redteam-{criterion.name}")
+    mode = redteam_mode(judge)
+    report = run_redteam(judge, rubric=alone, modes=[mode], injection="alone")
+    moved, n = attack_success(report, mode)
+    return {"persuaded": moved / n if n else None, "moved": moved, "attacks": n, "mode": mode}
