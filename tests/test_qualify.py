@@ -215,3 +215,27 @@ def test_the_command_line(tmp_path):
     assert data["settings"]["gold_responses"] == len(rows)
     assert main(["qualify", "--rubric", str(tmp_path / "rubric.yaml"), "--responses", str(tmp_path / "nope.jsonl"),
                  "--judge", "x", "--quiet"]) == 2
+
+
+def test_a_wrong_judge_disagrees_and_a_failing_one_is_unscorable():
+    from rubric_reward.testing.judge_server import ScriptedJudge
+
+    rows, truth = _rows(seed=5)
+    flipped = {"MET": "UNMET", "UNMET": "MET"}
+    wrong = PlantedJudge(lambda c, r: flipped[truth(c, r)] if c == "dates" and truth(c, r) else truth(c, r))
+    assert _statuses(_card(wrong, rows)) == {n: {"disagrees"} if n == "dates" else set() for n in _statuses(
+        _card(PlantedJudge(truth), rows))}
+    scripts = {c.name: (lambda r, b, n=c.name: truth(n, r) or "UNMET") for c in RUBRIC.judged}
+    failing = ScriptedJudge({**scripts, "greets": "NOT A LABEL"})
+    card = _card(failing, rows)
+    assert _statuses(card) == {n: {"unscorable"} if n == "greets" else set() for n in _statuses(card)}
+    assert card.data["criteria"]["greets"]["failure_rate"] == 1.0
+    assert card.data["reward"]["rubric"]["unscored_rate"] == 1.0 and card.data["reward"]["qualified"]["unscored_rate"] == 0
+
+
+def test_a_judge_blind_to_order_never_leans_on_a_small_set():
+    """Four responses judged three times: a judge whose verdict ignores the order shows no lean at all."""
+    rows, truth = _rows(prompts=1, per_prompt=4)
+    card = _card(PlantedJudge(truth), rows, repeats=3)
+    assert all(c["position"]["lean"]["estimate"] == 0.0 for c in card.data["criteria"].values() if c["position"]["lean"])
+    assert card.overall == "usable"

@@ -8,8 +8,9 @@ for option criteria the alphabetically first option; the red-team's responses ar
 planted per criterion name:
 
 * ``noisy={name: rate}``: with probability ``rate`` (drawn from a hash of the whole request, so each of a
-  criterion's repeated judgings draws anew once its seed or option order differs) the verdict is another option
-  than the truth, picked at random;
+  criterion's repeated judgings draws anew once its seed or option order differs) the verdict is an option drawn
+  at random (the truth among them): a binary verdict's variance is then (rate / 2)(1 - rate / 2), above the card's
+  0.05 from a rate of about 0.11;
 * ``position_biased={names}``: the first option shown in the request, whatever the response;
 * ``sign_blind={names}``: MET on everything (the best option for option criteria), the way a judge answers a
   penalty ("the response contains a flaw") as if it asked whether the response is good;
@@ -151,8 +152,8 @@ class PlantedJudge(ScriptedJudge):
         if rate and len(options) > 1:
             draw = self._draw(name, body)
             if draw < rate:
-                others = sorted(o for o in options if o != label)
-                label = others[int(draw / rate * len(others)) % len(others)]
+                ordered = sorted(options)
+                label = ordered[int(draw / rate * len(ordered)) % len(ordered)]
         return label, None
 
     def _draw(self, name: str, body: Mapping[str, Any]) -> float:

@@ -34,8 +34,9 @@ class Thresholds:
 
     noisy_variance: float = field(default=0.05, metadata={"source": (
         "Autorubric flags a criterion NOISY above 0.05 verdict variance (its 'rewrite' band starts there)")})
-    position_lean: float = field(default=0.10, metadata={"source": (
-        "chosen here: a lean of more than 10 points toward one option position, by the interval's near end; "
+    position_lean: float = field(default=0.20, metadata={"source": (
+        "chosen here: on the same response, an option taken 20 points more often when shown first than when shown "
+        "later, by the interval's near end (a judge blind to order leans 0; one that takes the first option, 1); "
         "Autorubric shuffles options by default but publishes no line")})
     unscorable_failures: float = field(default=0.05, metadata={"source": (
         "chosen here: with the default on_failure: unscored one failed verdict unscores the whole reward, so 5% "

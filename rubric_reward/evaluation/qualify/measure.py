@@ -6,10 +6,11 @@ Per criterion (pooled over the rows whose rubric has it):
 * consistency: the variance of the verdict's value over the K judgings, pooled over responses, with Autorubric's
   band; and ``variance_same_order``, taken only among judgings that showed the options in the same order (for a
   position-biased criterion, whose order effect is not to be counted as noise too);
-* position: how often the verdict is the option shown first, against how often it would be were order
-  irrelevant (1 / options, since every judging reshuffles), as a ``lean`` with a bootstrap interval over
-  responses; and the flip rate under order alone (disagreement between two judgings that showed different orders,
-  less disagreement between two that showed the same);
+* position: the ``lean`` toward the option shown first, on the same response (how much more often an option is
+  chosen when shown first than when shown later; every judging reshuffles the options), with a bootstrap interval
+  over prompts; the share of votes that took the first-shown option; and the flip rate under order alone
+  (disagreement between two judgings that showed different orders, less disagreement between two that showed
+  the same);
 * failures and abstentions, as shares of the verdicts;
 * agreement with the gold labels: accuracy and Cohen's kappa of the consensus verdict (the label most judgings
   gave: agreement measures bias, consistency measures noise), with bootstrap intervals over prompts, and the
@@ -131,22 +132,30 @@ def consistency(v: Verdicts) -> dict[str, Any]:
             "band": band(variance)}
 
 
-def position(v: Verdicts, config: QualifyConfig) -> dict[str, Any]:
-    """The lean toward the first-shown option (share chosen first, less 1 / options) and the order flip rate."""
+def position(v: Verdicts, j: Judgings, config: QualifyConfig) -> dict[str, Any]:
+    """The lean toward the option shown first, on the same response: for each response and option, how much more
+    often that option is chosen when shown first than when shown later, averaged (1: the judge takes whatever is
+    shown first; 0 for any judge whose verdict does not depend on the order), with an interval over prompts; the
+    share of votes that took the first-shown option; and the order flip rate."""
     options = [o.label for o in v.criterion.options]
     leans, clusters = [], []
-    for row, labels, shown in zip(v.rows, v.labels, v.shown, strict=True):
-        for label, votes in zip(labels, shown, strict=True):
-            for vote_label, order in votes:
-                if order is None or vote_label not in options:
-                    continue
-                leans.append(float(vote_label == order[0]) - 1.0 / len(options))
-                clusters.append(row)
-    out: dict[str, Any] = {"votes": len(leans), "expected_first_rate": 1.0 / len(options)}
-    if not leans:
-        return {**out, "first_shown_rate": None, "lean": None, "flip_rate": None}
-    out["first_shown_rate"] = float(np.mean(leans)) + 1.0 / len(options)
-    out["lean"] = _interval(leans, np.mean, clusters, config)
+    votes = firsts = 0
+    for row, shown in zip(v.rows, v.shown, strict=True):
+        seen = [(label, order) for s in shown for label, order in s if order is not None and label in options]
+        votes += len(seen)
+        firsts += sum(label == order[0] for label, order in seen)
+        per_option = []
+        for x in options:
+            first = [label == x for label, order in seen if order[0] == x]
+            later = [label == x for label, order in seen if order[0] != x]
+            if first and later:
+                per_option.append(float(np.mean(first)) - float(np.mean(later)))
+        if per_option:
+            leans.append(float(np.mean(per_option)))
+            clusters.append(j.rows[row].group)
+    out: dict[str, Any] = {"votes": votes, "first_shown_rate": firsts / votes if votes else None,
+                           "expected_first_rate": 1.0 / len(options), "responses": len(leans)}
+    out["lean"] = _interval(leans, np.mean, clusters, config) if leans else None
     out["flip_rate"] = _flip_rate(v)
     return out
 

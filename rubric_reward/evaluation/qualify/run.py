@@ -32,11 +32,14 @@ from .measure import (
 )
 from .responses import QualifyRow
 
-__all__ = ["qualify"]
+__all__ = ["REWARD_SCORING", "measure_card", "qualify"]
+
+#: The reward's scoring defaults (``RewardConfig``: an abstention counts zero, a failure unscores)
+REWARD_SCORING = ScoringConfig(abstention="zero")
 
 
 def qualify(rows: Sequence[QualifyRow], judge: Any, *, base_url: str | None = None,
-            config: QualifyConfig = QualifyConfig(), scoring: ScoringConfig = ScoringConfig(),
+            config: QualifyConfig = QualifyConfig(), scoring: ScoringConfig = REWARD_SCORING,
             grading: GradingConfig = GradingConfig(), field: str = "score", thresholds: Thresholds = THRESHOLDS,
             examples: Sequence[Any] | None = None, out_dir: str | Path | None = None,
             on_result: Callable[[int, Any], Any] | None = None,
@@ -44,7 +47,7 @@ def qualify(rows: Sequence[QualifyRow], judge: Any, *, base_url: str | None = No
     """The judge card of ``judge`` (a model string, a JudgeConfig or its mapping, a judge YAML, or a list: an
     ensemble) on ``rows``: ``config.repeats`` judgings of every response, the figures, the statuses, the verdict,
     and the qualified rubric; written to ``out_dir`` when given. ``scoring``, ``grading`` and ``field`` are the
-    reward's (which score is the reward); ``examples``: labelled examples for few-shot exemplars."""
+    reward's (default: the reward's, abstentions counting zero; ``field``: which score is the reward); ``examples``: labelled examples for few-shot exemplars."""
     from ...util.loop import LoopThread
 
     configs = judge_configs(judge, base_url)
@@ -68,7 +71,7 @@ def _criterion(row_rubrics: Sequence[Rubric], name: str) -> Any:
     return next(r[name] for r in row_rubrics if any(c.name == name for c in r.criteria))
 
 
-def measure_card(j: Judgings, *, config: QualifyConfig, scoring: ScoringConfig = ScoringConfig(),
+def measure_card(j: Judgings, *, config: QualifyConfig, scoring: ScoringConfig = REWARD_SCORING,
                  field: str = "score", thresholds: Thresholds = THRESHOLDS,
                  say: Callable[[str], Any] | None = None) -> Card:
     """The card of finished judgings (the persuasion runs happen here, per consistent criterion)."""
@@ -82,7 +85,7 @@ def measure_card(j: Judgings, *, config: QualifyConfig, scoring: ScoringConfig =
         v = verdicts_of(j, name) if c.is_judged else None
         if v is not None:
             tables[name] = v
-            fig |= failures(v) | {"consistency": consistency(v), "position": position(v, config),
+            fig |= failures(v) | {"consistency": consistency(v), "position": position(v, j, config),
                                   "agreement": agreement(v, j, config)}
         criteria[name] = fig
     early = {n: statuses_of(criteria[n], thresholds, positives_agree=None) for n in tables}
