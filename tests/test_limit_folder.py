@@ -418,3 +418,18 @@ def test_as_another_user_a_taken_or_read_only_folder_falls_back(tmp_path):
         assert os.listdir(taken) == [] and os.listdir(read_only / "endpoint") == []
     finally:
         shutil.rmtree(base)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts /proc/self/fd")
+def test_a_dropped_limiter_closes_its_descriptor(tmp_path):
+    import gc
+
+    before = len(os.listdir("/proc/self/fd"))
+    for k in range(20):
+        lim = limiter(tmp_path / "root" / f"endpoint{k}")
+        assert lim.shared and lim.slots.try_acquire()
+        del lim
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) <= before + 1
+    other = _FileSlots(2, tmp_path / "root" / "endpoint0")  # the dropped limiter's slot came back
+    assert other.try_acquire() and other.try_acquire()

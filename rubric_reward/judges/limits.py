@@ -338,6 +338,13 @@ class _LimitFile:
         self._lock = threading.Lock()
         self.held = set()  # a child holds none of its parent's record locks
 
+    def __del__(self) -> None:  # no limiter of the process uses the file any more
+        if self.failed is None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+
 
 _FILES: weakref.WeakValueDictionary[tuple[int, int], _LimitFile] = weakref.WeakValueDictionary()
 _FILES_LOCK = threading.Lock()
@@ -446,8 +453,14 @@ class _FileSlots(Slots):
         return self._file is not None and self._file.failed is None
 
     def _go_local_locked(self) -> None:
-        self._file = None
+        """Per process from now on: the attempts in flight count against the local cap, their bytes go back."""
+        file, self._file = self._file, None
         self._value = self.capacity - len(self._held)
+        for i in self._held if file is not None else ():
+            try:
+                file.give(i)
+            except OSError:  # a failed file has dropped them already
+                pass
         self._held = []
 
     def _take_locked(self) -> bool:
