@@ -189,7 +189,7 @@ time.sleep(60)
 
 def test_a_killed_process_gives_its_slots_back(tmp_path):
     folder = tmp_path / "limits"
-    folder.mkdir()
+    folder.mkdir(mode=0o700)  # a private folder (a 0755 one would fall back per process)
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], env={**os.environ, "PYTHONPATH": str(ROOT)},
                               stdout=subprocess.PIPE, text=True)
     try:
