@@ -205,8 +205,8 @@ class Grader:
                               top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample,
                               affinity=call.affinity)
         start = time.perf_counter()
-        vetted = _Vetted(call) if judge.caches else None
-        reply = await (judge.complete(request) if vetted is None else judge.complete(request, accept=vetted))
+        vetted = _Vetted(call)  # vets for the cache and for replica health (an unusable answer counts against it)
+        reply = await judge.complete(request, accept=vetted)
         usage, cost, attempts, cached = reply.usage, reply.cost, reply.attempts, reply.cached
         error: JudgeError | None = reply.error
         parsed = None
@@ -217,7 +217,7 @@ class Grader:
                 error = JudgeError(ErrorKind.PARSE, str(exc))
                 if self.config.reask:
                     again = replace(request, messages=reask_messages(call, reply.text, str(exc)))
-                    retry = await (judge.complete(again) if vetted is None else judge.complete(again, accept=vetted))
+                    retry = await judge.complete(again, accept=vetted)
                     usage, cost, attempts = usage + retry.usage, cost + retry.cost, attempts + retry.attempts
                     cached = cached and retry.cached
                     if retry.error is not None:

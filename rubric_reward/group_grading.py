@@ -181,8 +181,7 @@ async def _run_group_call(judge: Any, call: GroupCall, sample: int, reask: bool,
     request = ChatRequest(call.messages, schema=call.schema, logprobs=cfg.logprobs,
                           top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample,
                           affinity=call.affinity)
-    kw = {"accept": lambda reply: parse_group_reply(call, reply.text).complete} if getattr(judge, "caches", False) \
-        else {}
+    kw = {"accept": lambda reply: parse_group_reply(call, reply.text).complete}  # for the cache and replica health
     start = time.perf_counter()
     reply = await judge.complete(request, **kw)
     usage, cost, attempts, cached, error = reply.usage, reply.cost, reply.attempts, reply.cached, reply.error
