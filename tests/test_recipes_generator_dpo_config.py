@@ -178,6 +178,21 @@ def test_the_dpo_script_holds_its_command_line_to_the_same_rules():
         parse_args(["--config", str(TINY), "--model_name_or_path", "m", "--beta", "-1"])
 
 
+@pytest.mark.parametrize("change", [{"beta": -1}, {"lora_r": 0}, {"dtype": "bfloat17"}, {"max_steps": 1.5},
+                                    {"use_peft": False}, {"loss_type": ["exo_pair"]}], ids=str)
+def test_the_loop_and_the_dpo_script_refuse_a_setting_alike(tmp_path, change):
+    """One decision: the loop (on the file's keys, before TRL) and the DPO script (on TRL's parsed arguments) call
+    the same check and say the same line."""
+    from rubric_reward.recipes.generator_dpo.dpo import parse_args
+
+    path = _write(tmp_path, {**_tiny(), **change})
+    with pytest.raises(ValueError) as by_loop:
+        load_loop_config(path)
+    with pytest.raises(ValueError) as by_script:
+        parse_args(["--config", str(path), "--model_name_or_path", "m"])
+    assert str(by_loop.value) == f"{path}: {by_script.value}"
+
+
 def test_dpo_rules_name_real_fields_and_pass_trl_defaults():
     import dataclasses
     import importlib.util

@@ -158,6 +158,7 @@ SETTING_CASES = [
     ("ifeval_max_new_tokens: 0", "ifeval_max_new_tokens must be an integer >= 1 (or null), got 0"),
     ("torch_threads: 0", "torch_threads must be an integer >= 1 (or null), got 0"),
     ("eval_dtype: fp8", "eval_dtype must be one of auto, float32, bfloat16, float16, got 'fp8'"),
+    ("generation_backend: openai", "generation_backend is openai, which needs generation_base_url"),
     (["--beta", "-1"], "beta must be a finite number >= 0, got -1.0"),
     (["--learning_rate", "nan"], "learning_rate must be a finite number > 0, got nan"),
     (["--confidence", "2"], "confidence must be a finite number in (0, 1), got 2.0"),
@@ -251,6 +252,19 @@ def test_every_setting_is_checked_before_anything_loads(tmp_path: Path, capsys: 
     assert f"{where}: {says}" in lines[0], lines[0]
 
 
+@pytest.mark.parametrize("field, value", [("confidence", 1.5), ("eval_batch_size", 0), ("judge_base_url", "ftp://x"),
+                                          ("eval_dtype", "fp8"), ("train_order", "random")])
+def test_recipe_arguments_and_the_check_refuse_a_setting_alike(capsys: pytest.CaptureFixture[str], no_training: None,
+                                                               field: str, value) -> None:
+    """One decision: RecipeArguments built in Python (or by TrlParser) and the check say the same line."""
+    from rubric_reward.recipes.grpo import RecipeArguments, launch
+
+    with pytest.raises(ValueError) as built:
+        RecipeArguments(**{field: value})
+    assert launch.main([f"--{field}", str(value)]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"command line (--{field}): {built.value}")
+
+
 def test_setting_rules_name_real_fields_and_pass_trl_defaults() -> None:
     """Every rule names a field the parser has, and TRL's, transformers' and the recipe's own defaults pass."""
     import dataclasses
@@ -338,13 +352,27 @@ def test_parser_errors_after_the_check_are_one_line_too(capsys: pytest.CaptureFi
 
 
 @pytest.mark.slow
-def test_accelerate_launch_shows_the_one_line(tmp_path: Path) -> None:
-    """Under ``accelerate launch --quiet`` (the README's form) the user sees the script's line, no traceback."""
-    cmd = [str(BIN / "accelerate"), "launch", "--config_file", str(REPO / "configs" / "accelerate" / "one_process.yaml"),
-           "--quiet", "train/grpo.py", "--max_stepz", "2"]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+@pytest.mark.parametrize(("argv", "line"), [
+    (["--max_stepz", "2"], "grpo.py: error: command line: --max_stepz: unknown argument (did you mean --max_steps?)"),
+    (["--config", "configs/grpo/tiny_cpu.yaml", "--beta", "-1"],
+     "grpo.py: error: command line (--beta): beta must be a finite number >= 0, got -1.0"),
+], ids=["unknown flag", "bad setting"])
+def test_accelerate_launch_shows_the_one_line(tmp_path: Path, argv: list[str], line: str) -> None:
+    """Under ``accelerate launch --quiet`` the user sees the script's line and nothing else, within seconds (no model
+    loads); without ``--quiet`` accelerate raises its own ``CalledProcessError`` after that line for any child that
+    exits non-zero (docs/training.md says so): nothing in the child can stop it."""
+    import time
+
+    base = [str(BIN / "accelerate"), "launch", "--config_file", str(REPO / "configs" / "accelerate" / "one_process.yaml")]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    started = time.monotonic()
+    proc = subprocess.run([*base, "--quiet", "train/grpo.py", *argv], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env=env)
     text = (proc.stdout + proc.stderr).strip()
-    assert proc.returncode != 0 and "Traceback" not in text, text
-    assert text.splitlines() == ["grpo.py: error: command line: --max_stepz: unknown argument (did you mean "
-                                 "--max_steps?)"], text
+    assert proc.returncode == 1 and text.splitlines() == [line], text
+    assert time.monotonic() - started < 60  # the check's seconds plus accelerate's start, not a model load
+    proc = subprocess.run([*base, "train/grpo.py", *argv], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=env)
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert proc.returncode == 1 and lines[0] == line and lines[1] == "Traceback (most recent call last):", lines
+    assert lines[-1].startswith("subprocess.CalledProcessError:") and "exit status 2" in lines[-1], lines

@@ -128,6 +128,9 @@ class RecipeArguments:
         from ..setting_rules import check_settings
 
         check_settings(vars(self), recipe_rules())
+        if self.generation_backend == "openai" and not self.generation_base_url and (self.monitor or self.final_report):
+            raise ValueError("generation_backend is openai, which needs generation_base_url (the endpoint of the "
+                             "monitor's and the report's greedy completions)")
         if self.ifeval_types is not None:
             from ...checks.ifeval import get_checker
 
