@@ -48,7 +48,7 @@ class Rule:
     many: bool = False
     single: bool = False
 
-    def problem(self, value: Any) -> bool:
+    def breaks(self, value: Any) -> bool:
         """Whether ``value`` breaks the rule."""
         if value is None:
             return not self.optional
@@ -196,7 +196,7 @@ def check_settings(settings: Mapping[str, Any], rules: Mapping[str, Rule]) -> No
     settings without a rule pass."""
     for name, value in settings.items():
         rule = rules.get(name)
-        if rule is not None and rule.problem(value):
+        if rule is not None and rule.breaks(value):
             raise SettingError(name, f"{name} must be {rule.says}, got {value!r:.80}")
 
 
