@@ -281,7 +281,7 @@ def test_the_setting_is_checked_and_takes_yaml_booleans() -> None:
     from rubric_reward.recipes.grpo.arguments import RecipeArguments
 
     assert RecipeArguments(side_generation=False).side_generation == "false"
-    with pytest.raises(ValueError, match="side_generation must be auto, true or false"):
+    with pytest.raises(ValueError, match="side_generation must be one of auto, true, false"):
         RecipeArguments(side_generation="sometimes")
 
 
