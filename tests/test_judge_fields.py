@@ -33,7 +33,7 @@ CHANGED = {
     "weight": 2.0, "max_concurrency": 3, "rpm": 10, "tpm": 1000, "timeout_s": 5.0, "max_retries": 1,
     "backoff_base_s": 0.1, "backoff_max_s": 1.0, "call_deadline_s": 9.0, "batch_deadline_s": 9.0,
     "replica_concurrency": 2, "breaker_failures": 9, "breaker_cooldown_s": 1.0, "limit_scope": "process",
-    "replica_load_factor": 2.0, "http_client": "aiohttp",
+    "replica_load_factor": 2.0,
     "input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6,
 }
 

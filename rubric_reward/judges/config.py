@@ -16,7 +16,6 @@ __all__ = ["ANSWER", "CALLS", "OPERATIONAL", "JudgeConfig", "check_transformers_
 
 _BACKENDS = ("auto", "http", "litellm", "transformers", "vllm")
 _LIMIT_SCOPES = ("auto", "world", "process", "shared")
-_HTTP_CLIENTS = ("auto", "aiohttp")
 _MODES = ("per_criterion", "per_item", "group")
 # the transformers backend's engine_args (anything else there is a mistake, found when the config is read)
 TRANSFORMERS_ENGINE_KEYS = ("token_budget", "dtype")
@@ -114,10 +113,6 @@ class JudgeConfig:
         "its key ranks first unless that replica has more than this factor x the pool's mean calls in "
         "flight; then they spill to the next (counted as spills). Larger keeps more affinity, 1 "
         "balances hardest.")})
-    http_client: str = field(default="auto", metadata={**OPERATIONAL, "choices": _HTTP_CLIENTS, "help": (
-        "The http backend's client: 'auto' sends plain-HTTP URLs through the package's lean keep-alive "
-        "HTTP/1.1 client (a third of aiohttp's CPU per call) and https ones through aiohttp; 'aiohttp' "
-        "sends every URL through aiohttp.")})
     limit_scope: str = field(default="auto", metadata={**OPERATIONAL, "choices": _LIMIT_SCOPES, "help": (
         "How processes share max_concurrency, rpm and tpm. 'auto': a judge reached over the network "
         "(http, litellm) is shared by every process of the machine that calls it (accelerate ranks, "
