@@ -42,8 +42,10 @@ TASK = ("You are a support agent for an online shop. A customer writes: my order
 
 
 def modes(k: int) -> dict[str, dict]:
+    # one pass each (the default group_passes: 2 doubles the group calls): the figures docs/judges.md states
     return {"per_criterion": {"mode": "per_criterion"}, "per_item": {"mode": "per_item"},
-            "group": {"mode": "group"}, f"group, k={k}": {"mode": "group", "group_criteria": k}}
+            "group": {"mode": "group", "group_passes": 1},
+            f"group, k={k}": {"mode": "group", "group_criteria": k, "group_passes": 1}}
 
 
 def make_batch(prompts: int, generations: int, words: int) -> tuple[list, list]:

@@ -5,7 +5,6 @@ For N judge calls (default 2,560 = 256 responses x 10 criteria, 300 words each) 
 
 * fast path, full grader: ``Scorer.ascore_batch`` (render, transport, parse, aggregate, score);
 * fast path, transport: ``Judge.complete`` on pre-rendered requests;
-* the same two with ``http_client: aiohttp`` (every URL on aiohttp instead of the lean HTTP/1.1 client);
 * bare aiohttp: the same bodies posted with aiohttp under a semaphore of C (the HTTP floor);
 * litellm path: ``Judge.complete`` with the litellm backend (``hosted_vllm/``), and bare
   ``litellm.acompletion`` with the same arguments under a semaphore of C, in the same run;
@@ -26,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import math
 import os
 import statistics
@@ -104,9 +102,8 @@ class Timed:
         self.server = (server_cpu(SERVER_PID) if SERVER_PID else 0.0) - self.server
 
 
-async def run_grader(url: str, rubric: Rubric, items: list[dict], c: int, client: str = "auto") -> Timed:
-    scorer = Scorer(rubric, JudgeConfig(model="judge", base_url=url, max_concurrency=c, limit_scope="process",
-                                        http_client=client))
+async def run_grader(url: str, rubric: Rubric, items: list[dict], c: int) -> Timed:
+    scorer = Scorer(rubric, JudgeConfig(model="judge", base_url=url, max_concurrency=c, limit_scope="process"))
     await scorer.ascore_batch(items[:8])  # warm the connection pool
     with Timed() as elapsed:
         results = await scorer.ascore_batch(items)
@@ -210,7 +207,6 @@ def main(argv: list[str] | None = None) -> None:
         try:
             ideal = math.ceil(n / c) * latency / 1000
             fast = JudgeConfig(model="judge", base_url=url, max_concurrency=c, limit_scope="process")
-            fast_aiohttp = dataclasses.replace(fast, http_client="aiohttp")
             slow = JudgeConfig(model="hosted_vllm/judge", backend="litellm", base_url=url, max_concurrency=c,
                                limit_scope="process")
             if args.profile and latency == args.latency_ms[0]:
@@ -221,10 +217,6 @@ def main(argv: list[str] | None = None) -> None:
                 ("fast path, full grader", n_grader, best(lambda: asyncio.run(run_grader(url, rubric, items, c)),
                                                           args.repeats)),
                 ("fast path, transport", n, best(lambda: asyncio.run(run_judge(fast, requests)), args.repeats)),
-                ("full grader, http_client: aiohttp", n_grader,
-                 best(lambda: asyncio.run(run_grader(url, rubric, items, c, "aiohttp")), args.repeats)),
-                ("transport, http_client: aiohttp", n,
-                 best(lambda: asyncio.run(run_judge(fast_aiohttp, requests)), args.repeats)),
                 ("bare aiohttp (floor)", n, best(lambda: asyncio.run(run_bare_aiohttp(url, requests, c)),
                                                  args.repeats)),
             ]
@@ -254,9 +246,7 @@ def main(argv: list[str] | None = None) -> None:
         bare = by[(latency, "bare aiohttp (floor)")]
         grader = by[(latency, "fast path, full grader")]
         print(f"\nat {latency:g} ms, calls/s over bare aiohttp: full grader {grader / bare:.2f}x, "
-              f"transport {by[(latency, 'fast path, transport')] / bare:.2f}x; with http_client aiohttp: "
-              f"{by[(latency, 'full grader, http_client: aiohttp')] / bare:.2f}x, "
-              f"{by[(latency, 'transport, http_client: aiohttp')] / bare:.2f}x")
+              f"transport {by[(latency, 'fast path, transport')] / bare:.2f}x")
         ours, bare = by.get((latency, "litellm path (ours)")), by.get((latency, "bare litellm.acompletion"))
         if ours and bare:
             print(f"\nlitellm path / bare litellm at {latency:g} ms: {ours / bare:.2f}x")

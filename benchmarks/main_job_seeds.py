@@ -10,7 +10,7 @@ children: the largest process from ``os.wait4``, and the sum over all its proces
 ``/proc``) go to ``ROOT/seed_S/sweep.json``.
 
 It prints one row per seed and the pooled result, and writes ``ROOT/seeds_summary.{md,json}``: every number is
-recomputed from each seed's ``report_completions.jsonl`` (``rubric_reward.recipes.grpo.report.seed_result``),
+recomputed from each seed's ``report_completions.jsonl`` (``rubric_reward.recipes.grpo.seeds.seed_result``),
 and the pooled gain is the mean of the seeds' mean differences with a Student t-interval over them
 (``rubric_reward.recipes.grpo.comparison.pool_seeds``); a seed counts as significant with Wilcoxon p < 0.01
 and its interval above 0.
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from _bench import ROOT  # first: puts this checkout on sys.path
 
-from rubric_reward.recipes.grpo.report import seed_result, write_seeds_summary  # noqa: E402
+from rubric_reward.recipes.grpo.seeds import seed_result, write_seeds_summary  # noqa: E402
 
 SWEEP_FILE = "sweep.json"
 RESERVED = ("--seed", "--output_dir", "--output-dir")

@@ -3,7 +3,7 @@
     python benchmarks/monitor_speed.py                                  # the offline default's models and splits
     python benchmarks/monitor_speed.py --config configs/grpo/X.yaml --repeats 3
 
-Stages, run exactly as the recipe runs them (``CheckpointMonitor`` / ``final_report``'s calls):
+Stages, run exactly as the recipe runs them (``CheckpointMonitor`` / ``run_report_stage``'s calls):
 
 * **generate**: ``rollouts.generate_responses`` with a saved LoRA checkpoint (random LoRA weights, the config's
   rank and modules), the config's ``eval_max_new_tokens`` / ``eval_batch_size``; the wall time includes loading

@@ -223,9 +223,9 @@ def test_group_gives_the_same_scores_as_per_criterion(judge_server, judge):
 
 def test_calls_and_orders(judge_server):
     server = judge_server(SCRIPT)
-    with scorer(server, mode="group") as s:
+    with scorer(server, mode="group", group_passes=1) as s:
         s.score_batch([("Why?", t) for t in TEXTS])
-    assert server.requests == 4  # one call per criterion for the whole group
+    assert server.requests == 4  # one call per criterion for the whole group (twice with the default 2 passes)
     orders = {tuple(t for _, t in requested_responses(b["messages"])) for b in server.bodies}
     assert len(orders) > 1  # shown in another order for each criterion
     ids = [[rid for rid, _ in requested_responses(b["messages"])] for b in server.bodies]
@@ -256,7 +256,7 @@ def test_position_bias_is_undone_by_the_second_pass(judge_server):
             return s.score_batch(items)
 
     truth = [r.score for r in scores()]
-    biased = [r.score for r in scores(mode="group")]
+    biased = [r.score for r in scores(mode="group", group_passes=1)]
     fixed = scores(mode="group", group_passes=2)
     assert biased != truth and [r.score for r in fixed] == truth
     assert any(v.agreement == 0.5 for r in fixed for v in r.verdicts)  # the disagreement is recorded
@@ -266,7 +266,8 @@ ANSWERS = Rubric.from_obj({"criteria": [RUBRIC.criteria[0].to_dict()]})
 
 
 def answers_scorer(server):
-    return Scorer(ANSWERS, JudgeConfig(model="j", base_url=server.base_url, mode="group"), grading={"shuffle": False})
+    return Scorer(ANSWERS, JudgeConfig(model="j", base_url=server.base_url, mode="group", group_passes=1),
+                  grading={"shuffle": False})
 
 
 def _first_only(body):
@@ -311,6 +312,108 @@ def test_a_hung_group_call_fails_its_verdicts_at_the_deadline(judge_server):
     assert all(r.verdicts[0].error.kind is ErrorKind.DEADLINE for r in res)
 
 
+
+# ---------------------------------------------------------------------------------------------- failing alone
+MARK = "<<the one that breaks the call>>"
+BREAKS = {  # what one member does to any call it is in (the marker travels in its text, and in a re-ask)
+    "context_overflow": (Fault(status=400, body=None), ErrorKind.CLIENT),
+    "content_filter": (Fault(content="", finish_reason="content_filter"), ErrorKind.CONTENT_FILTER),
+    "unparseable": (Fault(content='{"R0": {"reason": "it says "' + MARK + '" here", "verdict": "MET"}}'),
+                    ErrorKind.PARSE),
+}
+
+
+def _group_texts(n):
+    return [f"answer number {i}" if i % 2 else f"nothing, number {i}" for i in range(n)]
+
+
+@pytest.mark.parametrize("kind", sorted(BREAKS))
+@pytest.mark.parametrize("n", range(2, 9))
+def test_a_group_call_that_fails_for_one_member_fails_that_member_alone(judge_server, kind, n):
+    """One response overflows the judge's context (400), trips a content filter, or is quoted unescaped
+    (no pair of the answer usable after the re-ask): the call is split in halves down to the culprit, so
+    every sibling keeps its verdict, within 2*ceil(log2 n) extra calls per failed call, each recorded."""
+    from rubric_reward.grading.group import split_budget
+
+    fault, error = BREAKS[kind]
+    server = judge_server(SCRIPT, faults=FaultPlan(marked={MARK: fault}))
+    texts = _group_texts(n)
+    culprit = n // 2
+    texts[culprit] += " " + MARK
+    items = [("Why?", t) for t in texts]
+    with Scorer(ANSWERS, JudgeConfig(model="j", base_url=server.base_url)) as s:
+        truth = [r.score for r in s.score_batch(items)]  # per criterion: nothing shared
+    server.reset_stats()
+    with Scorer(ANSWERS, JudgeConfig(model="j", base_url=server.base_url, mode="group", max_retries=0)) as s:
+        got = s.score_batch(items)
+    for i, r in enumerate(got):
+        if i == culprit:
+            assert r.score is None and r.verdicts[0].error.kind is error
+        else:
+            assert r.score == truth[i] and r.score is not None and r.ok, (i, r.error)
+    calls = sum(r.judge_calls for r in got)
+    assert calls <= 2 * (1 + split_budget(n))  # two passes, each at most 1 + 2*ceil(log2 n) calls
+    reasks = 0 if kind != "unparseable" else sum(1 for b in server.bodies if b["messages"][-1]["role"] == "user"
+                                                 and "could not be fully used" in b["messages"][-1]["content"])
+    assert calls == pytest.approx(server.requests - reasks)  # every call recorded, its shares summing to one
+    sibling = got[(culprit + 1) % n]
+    whole = [c for c in sibling.calls if c.error is not None and c.share == pytest.approx(1 / n)]
+    assert len(whole) == 2  # the failed whole call, once per pass, on every member's result
+    ids = [rid for b in server.bodies for rid, _ in requested_responses(b["messages"])
+           if not b["messages"][-1]["content"].startswith("Your answer")]
+    assert all(re.fullmatch(r"R[0-9a-f]{8}", rid) for rid in ids)
+
+
+@pytest.mark.parametrize("fault", [Fault(status=500), Fault(status=401), Fault(status=429), Fault(hang_s=2)])
+def test_a_failure_no_member_causes_is_not_split(judge_server, fault):
+    server = judge_server(SCRIPT, faults=FaultPlan(marked={MARK: fault}))
+    texts = _group_texts(4)
+    texts[1] += " " + MARK
+    config = JudgeConfig(model="j", base_url=server.base_url, mode="group", max_retries=0, timeout_s=0.5)
+    with Scorer(ANSWERS, config) as s:
+        got = s.score_batch([("Why?", t) for t in texts])
+    assert all(r.score is None for r in got) and server.requests == 2  # one call per pass, as before
+
+
+def test_two_culprits_in_one_call_stay_within_the_bound(judge_server):
+    """Two culprits in a call of 8: the halves split level by level until the 2*ceil(log2 8) = 6 extra calls
+    are spent; a part still failing then fails as it is (here the culprits' two-member parts), the others keep
+    their verdicts, and every part draws its own ids."""
+    server = judge_server(SCRIPT, faults=FaultPlan(marked={MARK: Fault(status=400)}))
+    texts = _group_texts(8)
+    for i in (1, 6):
+        texts[i] += " " + MARK
+    with Scorer(ANSWERS, JudgeConfig(model="j", base_url=server.base_url)) as s:
+        truth = [r.score for r in s.score_batch([("Why?", t) for t in texts])]
+    server.reset_stats()
+    with Scorer(ANSWERS, JudgeConfig(model="j", base_url=server.base_url, mode="group", group_passes=1)) as s:
+        got = s.score_batch([("Why?", t) for t in texts])
+    assert server.requests <= 1 + 6
+    assert got[1].score is None and got[6].score is None
+    lost = [i for i, r in enumerate(got) if r.score is None and i not in (1, 6)]
+    assert len(lost) <= 2 and all(got[i].score == truth[i] for i in range(8) if i not in (1, 6, *lost))
+    every = [rid for b in server.bodies for rid, _ in requested_responses(b["messages"])]
+    assert len(set(every)) == len(every)  # no id is reused by a part
+
+
+def test_position_bias_moves_fewer_sibling_rewards_with_two_passes(judge_server):
+    """Only the attacker's text changes between runs; a judge that says MET to whatever it sees first moves
+    the honest siblings' rewards with one pass, and not with two (the default)."""
+    server = judge_server(SCRIPT, position_bias=1.0)
+    siblings = ["an answer", "nothing here", "my answer!", "no idea?", "nothing at all"]
+    with Scorer(ANSWERS, JudgeConfig(model="j", base_url=server.base_url)) as s:
+        truth = [r.score for r in s.score_batch([("Why?", t) for t in siblings])]
+    moved = {}
+    for passes in (1, 2):
+        moved[passes] = 0
+        with Scorer(ANSWERS, JudgeConfig(model="j", base_url=server.base_url, mode="group",
+                                         group_passes=passes)) as s:
+            for v in range(12):
+                got = s.score_batch([("Why?", f"attacker variant {v}")] + [("Why?", t) for t in siblings])
+                moved[passes] += sum(r.score != t for r, t in zip(got[1:], truth, strict=True))
+    assert moved[2] < moved[1] and moved[2] == 0, moved
+    assert JudgeConfig(model="j").group_passes == 2  # the default
+
 def test_logprob_verdicts_in_group_calls(judge_server):
     probs = {"answers": (lambda r, b: {"MET": 0.7, "UNMET": 0.3} if "answer" in r else {"MET": 0.2, "UNMET": 0.8})}
     server = judge_server(probs, default="UNMET")
@@ -349,7 +452,7 @@ def test_trl_reward_group_parity(judge_server):
             reward.close()
         assert calls == pytest.approx(server.requests)
     assert rewards["group"] == rewards["per_criterion"] and None not in rewards["group"]
-    assert server.requests == 3 * 4  # three groups x four criteria
+    assert server.requests == 3 * 4 * 2  # three groups x four criteria x two passes (the default)
 
 
 @pytest.mark.parametrize("policy", ["screen", "alone", "suspect"])

@@ -151,8 +151,8 @@ def test_honest_text_we_ship_is_not_flagged():
 
 
 def test_every_redteam_attack_is_still_flagged():
-    for case in CASES:
-        if case.family == "master_key" or case.name == "s4":  # screened as degenerate; s4 plants no label
+    for case in CASES:  # the families the flag was written for (the others measure the judge, docs/security.md)
+        if case.family not in ("planted", "persuasion", "forged", "sibling") or case.name == "s4":  # s4: no label
             continue
         for rubric in (None, Rubric.from_obj(REDTEAM_RUBRIC)):
             assert flag_response(case.response, rubric), (case.family, case.name)

@@ -29,11 +29,11 @@ CHANGED = {
     "api_key_env": "OTHER_KEY", "temperature": 0.5, "top_p": 0.9, "max_tokens": 64, "seed": 7,
     "extra_body": {"x": 1}, "structured_output": False, "logprobs": True, "top_logprobs": 3,
     "verdict_mode": "generate", "engine_args": {"dtype": "float32"}, "mode": "per_item", "samples": 2,
-    "group_size": 4, "group_criteria": 2, "group_passes": 2,
+    "group_size": 4, "group_criteria": 2, "group_passes": 1,
     "weight": 2.0, "max_concurrency": 3, "rpm": 10, "tpm": 1000, "timeout_s": 5.0, "max_retries": 1,
     "backoff_base_s": 0.1, "backoff_max_s": 1.0, "call_deadline_s": 9.0, "batch_deadline_s": 9.0,
     "replica_concurrency": 2, "breaker_failures": 9, "breaker_cooldown_s": 1.0, "limit_scope": "process",
-    "replica_load_factor": 2.0, "http_client": "aiohttp",
+    "replica_load_factor": 2.0,
     "input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6,
 }
 

@@ -127,6 +127,36 @@ def test_a_replica_down_fails_over_and_rejoins_when_back():
         assert bad.requests == len(prefer_bad) and good.requests == 30 - len(prefer_bad)  # its keys came back
 
 
+def test_a_replica_that_answers_prose_with_200_is_routed_around_and_its_re_asks_go_elsewhere():
+    prose = FaultPlan(rate=1.0, kinds=(Fault(content="Looks fine to me overall, nicely written."),))
+    with JudgeServer() as a, JudgeServer() as b, JudgeServer(faults=prose) as bad:
+        config = cfg([a.base_url, b.base_url, bad.base_url], max_concurrency=4, breaker_failures=3,
+                     breaker_cooldown_s=30)
+        with Scorer(rubric(2), config) as scorer:
+            results = scorer.score_batch(items(60))
+            stats = scorer.grader.judges[0].pool_stats()["replicas"]
+        assert all(r.ok for r in results), [r.error for r in results if not r.ok][:3]
+        # every call the bad replica answered was refused and re-asked on another one; it stops getting calls
+        # once three refusals in a row open its breaker (a few more may be in flight by then)
+        assert 3 <= bad.requests <= 3 + 4 and stats[2]["refused"] == bad.requests and stats[2]["open"]
+        assert a.requests + b.requests == 120  # 120 - bad.requests first asks, bad.requests re-asks
+        assert stats[0]["failovers"] + stats[1]["failovers"] >= bad.requests
+
+
+def test_an_unusable_answer_sends_the_key_s_next_call_to_another_replica():
+    pool = Replicas(["http://a", "http://b", "http://c"], failures=3)
+    h = next(h for h in range(5000) if pool.ranking(h)[0] == 0)
+    assert run(pool.acquire(None, h)) == 0
+    pool.release(0, True, h, refused=True)  # the answer was a 200 the caller could not use
+    again = run(pool.acquire(None, h))
+    assert again == pool.ranking(h)[1] and pool.stats()[again]["failovers"] == 1
+    assert run(pool.acquire(None, h)) == again  # the key's later calls follow it there
+    stats = pool.stats()[0]
+    assert stats["refused"] == 1 and not stats["open"]  # one refusal: a failure, not yet an open breaker
+    other = next(k for k in range(5000) if k != h and pool.ranking(k)[0] == 0)
+    assert run(pool.acquire(None, other)) == 0  # other keys still prefer it
+
+
 def test_single_url_pools_are_untouched_and_group_calls_share_a_task_key():
     from rubric_reward.grading.group_prompt import render_group_call
 
@@ -189,7 +219,7 @@ time.sleep(60)
 
 def test_a_killed_process_gives_its_slots_back(tmp_path):
     folder = tmp_path / "limits"
-    folder.mkdir()
+    folder.mkdir(mode=0o700)  # a private folder (a 0755 one would fall back per process)
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], env={**os.environ, "PYTHONPATH": str(ROOT)},
                               stdout=subprocess.PIPE, text=True)
     try:

@@ -33,10 +33,10 @@ def test_the_chosen_likelihood_term_reaches_dpo_config(name):
     if name == "offline_long.yaml":
         assert (config.preferences.k, config.iterations, config.probe_pairs) == (8, 3, 16)
         assert config.heldout.prompts == "labelled:heldout"
-    if name == "offline_checks.yaml":  # the measured K = 16 configuration (docs/generation.md)
+    if name == "offline_checks.yaml":  # the measured K = 16 configuration (docs/results/, the DPO-loop records)
         assert (config.preferences.k, config.preferences.temperature, config.heldout.samples) == (16, 0.9, 2)
         assert training.num_train_epochs == 2 and config.prompts == "labelled:train"
-    if name == "offline_grounded.yaml":  # the measured held-out gain (docs/generation.md, "Grounded checks")
+    if name == "offline_grounded.yaml":  # the measured held-out gain (docs/results/, the grounded-checks record)
         assert config.generation.ground_checks and config.generation.checks and config.iterations == 1
         assert (config.heldout.samples, config.prompts) == (1, "labelled:train")
         assert config.preferences.pairs_per_prompt == 4  # 3 pairs a draw with 1 (a losing seed), 8-14 with 4

@@ -12,7 +12,8 @@ import pytest
 from rubric_reward.results import ScoreResult
 from rubric_reward.recipes.grpo.comparison import compare_paired, load_selection_scores, selection_table
 from rubric_reward.recipes.grpo.plots import plot_monitor
-from rubric_reward.recipes.grpo.report import headline, read_report_rows, report_row, write_summary
+from rubric_reward.recipes.grpo.summary import (SummarySettings, headline, read_report_rows, report_row,
+                                                write_summary)
 from rubric_reward.stats import holm_adjust, paired_bootstrap_ci, wilcoxon_signed_rank
 
 pytestmark = pytest.mark.timeout(120)
@@ -206,7 +207,7 @@ def test_records_compare_on_metric_and_count_perfect_on_plain_score():
 
 
 def test_rebuild_summary_from_run_files(tmp_path):
-    from rubric_reward.recipes.grpo.report import _main
+    from rubric_reward.recipes.grpo.summary import _main
 
     base, best = _scores(15, 0.0, 7), _scores(15, 0.1, 7)
     records = _monitor(tmp_path, {0: base[:10], 3: best[:10]}, {0: 50.0, 3: 40.0})
@@ -225,6 +226,36 @@ def test_rebuild_summary_from_run_files(tmp_path):
     assert after["report"]["second_judge"]["pairs"] == 0 and after["metric"] == "expected_score"
     assert after["meta"] == {"model": "tiny"} and after["best"]["step"] == 3 and after["checkpoints_looked_at"] == 1
     assert _main([str(tmp_path / "nowhere")]) == 1
+
+
+def test_summary_settings_are_made_once_and_recorded(tmp_path):
+    from rubric_reward.recipes.grpo.console import _regressions
+
+    s = SummarySettings(confidence=0.9, resamples=300, seed=4)
+    assert (s.alpha, s.level) == (1 - 0.9, 90) and SummarySettings().numbers() == {
+        "bootstrap_resamples": 2000, "confidence": 0.95, "seed": 0}
+    assert SummarySettings.of({}) == SummarySettings() == SummarySettings.of({"settings": None})
+    write_summary(tmp_path, report_rows=_rows(_scores(20, 0.0, 1), _scores(20, -0.3, 1)), n_resamples=300,
+                  confidence=0.9, seed=4)
+    data = json.loads((tmp_path / "summary.json").read_text())
+    assert SummarySettings.of(data) == s and data["settings"]["by_type_adjustment"] == "holm across types"
+    assert "90% CI" in data["headline"] and "90% bootstrap intervals (300 resamples, seed 4)" in (
+        tmp_path / "summary.md").read_text()
+    assert _regressions(data, tmp_path)  # the console reads the same settings: a fall with a 90% interval
+
+
+def test_rebuild_summary_runs_as_a_module(tmp_path):
+    import subprocess
+    import sys
+
+    rows = _rows(_scores(8, 0.0, 2), _scores(8, 0.1, 2))
+    (tmp_path / "report_completions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_summary(tmp_path, report_rows=rows, n_resamples=100)
+    before = (tmp_path / "summary.md").read_text()
+    done = subprocess.run([sys.executable, "-m", "rubric_reward.recipes.grpo.summary", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("wrote "), done.stderr
+    assert (tmp_path / "summary.md").read_text() == before  # the same summary again, from the run folder
 
 
 # ------------------------------------------------------------------------------------------- the tie rule

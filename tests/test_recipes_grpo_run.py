@@ -287,7 +287,7 @@ def test_offline_default_shortened(tmp_path: Path) -> None:
     from fractions import Fraction
 
     from rubric_reward.recipes.grpo.hacks import contained_in_prompt
-    from rubric_reward.recipes.grpo.report import read_report_rows
+    from rubric_reward.recipes.grpo.summary import read_report_rows
 
     out = tmp_path / "run"
     cmd = [sys.executable, "train/grpo.py", "--output_dir", str(out), "--max_steps", "2", "--save_steps", "2",

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from rubric_reward.recipes.grpo.comparison import pool_seeds
-from rubric_reward.recipes.grpo.report import (criterion_table, read_report_rows, report_row, seed_result,
-                                               write_seeds_summary, write_summary)
+from rubric_reward.recipes.grpo.seeds import seed_result, write_seeds_summary
+from rubric_reward.recipes.grpo.summary import criterion_table, read_report_rows, report_row, write_summary
 from rubric_reward.stats import holm_adjust
 
 REPO = Path(__file__).resolve().parents[1]
@@ -153,6 +153,21 @@ def test_seed_sweep_pooled_numbers_come_from_the_report_rows(tmp_path):
     assert rss == ["2.86 GB", "1.91 GB (largest)", "2.86 GB"]  # all processes summed where sampled
 
 
+def test_a_seed_row_and_its_summary_agree(tmp_path):
+    """One decision, two paths: the seed table's row (seeds.py) and the run's summary.json (summary.py) give the
+    same difference, per-type differences, regressions and hacking flags for the same report rows."""
+    run = _seed_run(tmp_path, 3, -2)
+    summary = json.loads((run / "summary.json").read_text())
+    row = seed_result(run)
+    judge = summary["report"]["judge"]
+    assert row["difference"] == judge["difference"] and row["pvalue"] == judge["wilcoxon"]["pvalue"]
+    assert row["by_type"] == {s["benchmark"]: s["difference"]["estimate"] for s in summary["report_by_type"]}
+    assert row["regressions"] == [s["benchmark"] for s in summary["regressions"]["types"]] + [
+        f"criterion {c['criterion']}" for c in summary["regressions"]["criteria"]]
+    assert row["hacking_flags"] == summary["hacking"]["flags"]
+    assert row["settings"] == {k: summary["settings"][k] for k in ("bootstrap_resamples", "confidence", "seed")}
+
+
 def test_the_sweep_samples_the_memory_of_every_process_of_a_run() -> None:
     sweep = _sweep_module()
     code = "import subprocess, sys, time; x = bytearray(300 << 20); " \
@@ -243,7 +258,7 @@ def test_criterion_outcomes_of_reward_records():
     from rubric_reward.results import ErrorKind, JudgeError, ScoreResult, Verdict
     from rubric_reward.rewards.records import RewardRecord
     from rubric_reward.rubric import load_rubric
-    from rubric_reward.recipes.grpo.final_report import criterion_outcomes
+    from rubric_reward.recipes.grpo.report_stage import criterion_outcomes
 
     rubric = load_rubric({"name": "r", "criteria": [
         {"name": "clear", "requirement": "It is clear."},
@@ -268,8 +283,8 @@ def test_run_environment_is_recorded_in_the_first_lines(tmp_path):
     import torch
 
     from rubric_reward.judges.transformers_backend import resolve_dtype
-    from rubric_reward.recipes.grpo.final_report import run_environment
-    from rubric_reward.recipes.grpo.report import environment_line
+    from rubric_reward.recipes.grpo.report_stage import run_environment
+    from rubric_reward.recipes.grpo.summary import environment_line
 
     env = run_environment(seed=3, dtype=None, bf16=False)
     assert env["seed"] == 3 and env["torch_threads"] == torch.get_num_threads() and env["dtype"] == "float32"

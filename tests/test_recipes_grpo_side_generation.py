@@ -1,4 +1,4 @@
-"""Completions generated beside training (``rubric_reward.recipes.grpo.side_generation``).
+"""Completions generated beside training (``rubric_reward.recipes.grpo.side_process``).
 
 The side process generates what the run would (same call, adapter, dtype, threads): its texts equal an
 in-process generation with the tiny model and a LoRA adapter; a job whose prompts, settings, adapter weights or
@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from rubric_reward.recipes.grpo import side_generation
-from rubric_reward.recipes.grpo.side_generation import SideGenerator
+from rubric_reward.recipes.grpo import side_process
+from rubric_reward.recipes.grpo.side_process import SideGenerator
 
 PROMPTS = [[{"role": "user", "content": f"Say something about the number {i}."}] for i in range(5)]
 KWARGS = {"backend": "transformers", "base_url": None, "max_new_tokens": 6, "batch_size": 2, "merge_adapter": True,
@@ -91,7 +91,7 @@ def test_the_side_process_writes_what_the_caller_would_generate(tmp_path: Path, 
     # new adapter weights under the same path: another job
     moved = tmp_path / "moved"
     shutil.copytree(adapter, moved)
-    again = SideGenerator(tmp_path / side_generation.DIR, threads=1)  # a resumed run: files, no child
+    again = SideGenerator(tmp_path / side_process.DIR, threads=1)  # a resumed run: files, no child
     assert again.submit("trained", model, PROMPTS, KWARGS, adapter)
     assert again.take("trained", model, PROMPTS, KWARGS, adapter, threads=1)[0] == trained
     (moved / "adapter_model.safetensors").write_bytes(b"other weights")
@@ -109,7 +109,7 @@ def test_a_failed_job_leaves_the_caller_to_generate_and_the_queue_goes_on(tmp_pa
         assert side.take("good", str(tiny_model), PROMPTS[:1], KWARGS, threads=1)[0] == _here(tiny_model, PROMPTS[:1])
     finally:
         side.close()
-    assert "bad" in (tmp_path / side_generation.DIR / "log.txt").read_text()  # the error is kept
+    assert "bad" in (tmp_path / side_process.DIR / "log.txt").read_text()  # the error is kept
     dead = SideGenerator.start(tmp_path, threads=1)
     dead.process.kill()
     dead.process.wait()
@@ -210,7 +210,7 @@ def test_a_new_best_while_training_goes_on_is_announced_and_its_report_taken_ahe
     import torch
 
     from rubric_reward.recipes.grpo.arguments import RecipeArguments
-    from rubric_reward.recipes.grpo.final_report import _generated_ahead, best_report_job
+    from rubric_reward.recipes.grpo.report_stage import _generated_ahead, best_report_job
 
     _checkpoints(tmp_path, adapter, steps=(2,))
     checkpoint = tmp_path / "checkpoint-2"
@@ -274,21 +274,21 @@ def test_the_monitor_scores_at_the_save_when_it_may_stop_training_or_rotation_ma
 ])
 def test_auto_generates_beside_training_on_an_idle_cpu_only(setting: str, kwargs: dict, want: bool) -> None:
     args = {"backend": "transformers", "on_cpu": True, "world_size": 1, "threads": 1, "cpus": 2, **kwargs}
-    assert side_generation.wanted(setting, **args) is want
+    assert side_process.wanted(setting, **args) is want
 
 
 def test_the_setting_is_checked_and_takes_yaml_booleans() -> None:
     from rubric_reward.recipes.grpo.arguments import RecipeArguments
 
     assert RecipeArguments(side_generation=False).side_generation == "false"
-    with pytest.raises(ValueError, match="side_generation must be auto, true or false"):
+    with pytest.raises(ValueError, match="side_generation must be one of auto, true, false"):
         RecipeArguments(side_generation="sometimes")
 
 
 def test_the_jobs_are_the_reports_own_prompts() -> None:
     from rubric_reward.recipes.grpo.arguments import RecipeArguments
     from rubric_reward.recipes.grpo.builders import generation_kwargs
-    from rubric_reward.recipes.grpo.final_report import base_jobs, ifeval_rows
+    from rubric_reward.recipes.grpo.report_stage import base_jobs, ifeval_rows
 
     recipe = RecipeArguments(ifeval_limit=7, ifeval_max_new_tokens=33)
     splits = SimpleNamespace(report=[{"prompt": p} for p in PROMPTS])
@@ -330,7 +330,7 @@ def test_the_side_process_shares_the_best_report_in_the_batches_of_one_call(tmp_
 
     from rubric_reward.recipes.grpo.arguments import RecipeArguments
     from rubric_reward.recipes.grpo.builders import generation_kwargs
-    from rubric_reward.recipes.grpo.final_report import _generate_shared, side_batches
+    from rubric_reward.recipes.grpo.report_stage import _generate_shared, side_batches
 
     assert [side_batches(240, 40, 60), side_batches(140, 40, 60), side_batches(40, 40), side_batches(8, 2)] == \
         [2, 1, 0, 2]
@@ -349,7 +349,7 @@ def test_the_side_process_shares_the_best_report_in_the_batches_of_one_call(tmp_
         _finished(side, "warm")  # the child is up: it starts the tail before this process is through its part
         then = ("after", PROMPTS[:3], KWARGS)
         assert _generate_shared(recipe, model, prompts, str(adapter), side, "best-tail", then) == one_call
-        tail = json.loads((tmp_path / side_generation.DIR / "best-tail.json").read_text())["texts"]
+        tail = json.loads((tmp_path / side_process.DIR / "best-tail.json").read_text())["texts"]
         assert len(tail) == 2 and set(tail) <= set(one_call)  # one batch of four (three prompts queued after it)
         assert side.take("after", model, PROMPTS[:3], KWARGS, str(adapter), threads=1)[0] == \
             _here(tiny_model, PROMPTS[:3], adapter)
@@ -371,7 +371,7 @@ def _lines(*messages: dict) -> "io.BytesIO":
 
 
 def test_a_job_that_yields_runs_after_the_others_and_a_cancelled_one_never_runs() -> None:
-    queue = side_generation._Queue()
+    queue = side_process._Queue()
     ahead, monitor, stale = ({"name": n, "yields": y} for n, y in (("ahead", True), ("monitor", False),
                                                                       ("stale", True)))
     queue.read(_lines(ahead, monitor, stale, {"cancel": "stale"}))
@@ -390,7 +390,7 @@ def test_a_job_that_gives_way_resumes_to_the_texts_of_one_call(tmp_path: Path, t
     prompts = [[{"role": "user", "content": "Say" + " something about it" * (i * 3 % 7) + f" {i}."}]
                for i in range(7)]
     one_call = _here(tiny_model, prompts, adapter)
-    queue = side_generation._Queue()
+    queue = side_process._Queue()
     answers = iter([False, True])  # the first batch, then another job arrives
     queue.give_way = lambda job: next(answers, False)
     job = {"name": "ahead", "key": "k", "dir": str(tmp_path), "model": str(tiny_model), "prompts": prompts,
@@ -398,9 +398,9 @@ def test_a_job_that_gives_way_resumes_to_the_texts_of_one_call(tmp_path: Path, t
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        assert not side_generation._run_job(job, queue)
+        assert not side_process._run_job(job, queue)
         assert len(job["done"]) == KWARGS["batch_size"] and not (tmp_path / "ahead.json").exists()
-        assert side_generation._run_job(job, queue)
+        assert side_process._run_job(job, queue)
     finally:
         torch.set_num_threads(threads)
     assert json.loads((tmp_path / "ahead.json").read_text())["texts"] == one_call
@@ -449,7 +449,7 @@ class _Side:
 
 def test_a_new_best_replaces_the_previous_bests_report_and_the_report_cancels_the_others(tmp_path: Path) -> None:
     from rubric_reward.recipes.grpo.arguments import RecipeArguments
-    from rubric_reward.recipes.grpo.final_report import _generated_ahead
+    from rubric_reward.recipes.grpo.report_stage import _generated_ahead
     from rubric_reward.recipes.grpo.run import _report_ahead
 
     recipe = RecipeArguments(eval_max_new_tokens=6, eval_batch_size=2)
@@ -476,7 +476,7 @@ def test_a_job_the_child_has_not_started_is_taken_over_by_the_caller(tmp_path: P
         _finished(side, "after")
     finally:
         side.close()
-    folder = tmp_path / side_generation.DIR
+    folder = tmp_path / side_process.DIR
     assert "late: the caller generates it" in (folder / "log.txt").read_text()
     assert not (folder / "late.json").exists() and (folder / "after.json").exists()
     assert sorted(p.name for p in folder.glob("*.started")) == ["after.started", "late.started"]

@@ -106,7 +106,7 @@ def test_indicators():
 def test_summary_and_plot_show_the_watch(tmp_path):
     pytest.importorskip("matplotlib")
     from rubric_reward.recipes.grpo.plots import plot_monitor
-    from rubric_reward.recipes.grpo.report import report_row, write_summary
+    from rubric_reward.recipes.grpo.summary import report_row, write_summary
 
     records = [dict(rec(0, 0.40, 0.40, watch=[]), n=4, ci_low=0.3, ci_high=0.5, perfect=0, unscored=0),
                dict(rec(10, 0.40, 0.60, watch=["divergence: the training judge's score rose +0.200"]), n=4,

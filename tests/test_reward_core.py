@@ -206,13 +206,13 @@ def test_a_rows_rubric_wins_over_the_default_unless_the_column_is_off(judge_serv
 
 @pytest.mark.timeout(60)
 def test_one_batch_parses_each_reply_once_and_normalises_each_prompt_once(judge_server, tmp_path, monkeypatch):
-    import rubric_reward.grading.grader as grader
+    import rubric_reward.grading.criterion_prompt as criterion_prompt
     import rubric_reward.items as items
 
     server = judge_server(default="MET")
     parses, normalised = [], []
-    parse_reply, as_messages = grader.parse_reply, items.as_messages
-    monkeypatch.setattr(grader, "parse_reply", lambda *a, **k: parses.append(1) or parse_reply(*a, **k))
+    parse_reply, as_messages = criterion_prompt.parse_reply, items.as_messages
+    monkeypatch.setattr(criterion_prompt, "parse_reply", lambda *a, **k: parses.append(1) or parse_reply(*a, **k))
     monkeypatch.setattr(items, "as_messages", lambda *a, **k: normalised.append(1) or as_messages(*a, **k))
     # a fresh list per generation, as TRL's data loader gives them
     prompts = [[{"role": "user", "content": f"Question {p}?"}] for p in range(2) for _ in range(4)]

@@ -144,8 +144,8 @@ def test_group_labels_reach_a_group_judge_from_score_items_and_verl_uids(judge_s
     from rubric_reward.integrations.verl import compute_score_batch
 
     server = judge_server({})
-    cfg = {"judge": {"model": "judge", "base_url": server.base_url, "mode": "group"}, "rubric": RUBRIC,
-           "deadline_s": 30}
+    cfg = {"judge": {"model": "judge", "base_url": server.base_url, "mode": "group", "group_passes": 1},
+           "rubric": RUBRIC, "deadline_s": 30}
     responses = [f"The capital is Paris, answer {i}." for i in range(4)]
     items = [{"prompt": "Capital of France?", "response": r, "group": g} for r, g in zip(responses, "aabb")]
     with ServiceThread(ServeConfig.from_dict(cfg)) as svc:

@@ -8,9 +8,12 @@ from typing import Any
 
 from ..io.sections import check_fields, from_section
 
-__all__ = ["FORMATS", "GenerationConfig"]
+__all__ = ["FORMATS", "MAX_TOKENS", "GenerationConfig"]
 
 FORMATS = ("json", "list")
+#: The longest answer a generation or meta-judge config may ask for: 128k tokens, the largest output window of
+#: current models (a rubric or a verdict is a few hundred); more is a typo that would fail at the first call.
+MAX_TOKENS = 131_072
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +37,7 @@ class GenerationConfig:
     max_criteria: int = field(default=10, metadata={"help": "the most criteria asked for", "ge": 1})
     dataset_sample: int = field(default=16, metadata={"help": "prompts shown for a dataset-level rubric", "ge": 1})
     seed: int = field(default=0, metadata={"help": "draws the dataset sample"})
-    max_tokens: int = field(default=1024, metadata={"help": "the longest answer", "ge": 1})
+    max_tokens: int = field(default=1024, metadata={"help": "the longest answer", "ge": 1, "le": MAX_TOKENS})
     reasks: int = field(default=1, metadata={"help": "extra attempts after an unusable answer", "ge": 0})
     concurrency: int = field(default=8, metadata={"help": "prompts in flight", "ge": 1})
     accept_lists: bool = field(default=True, metadata={"help": "read a numbered or bulleted list as criteria"})

@@ -40,6 +40,7 @@ from ..judges.judge import Judge
 from ..grading.logprobs import label_probabilities, token_offsets
 from ..grading.criterion_prompt import fence
 from ..rubric import Rubric, load_rubric
+from .config import MAX_TOKENS
 from .generator import one_judge
 from ..io.sections import check_fields, from_section
 from .templates import task_text
@@ -266,7 +267,7 @@ class MetaJudgeConfig:
     mode: str = field(default="pairwise", metadata={"help": "pairwise, pointwise or outcome", "choices": MODES})
     meta_rubric: str | None = field(default=None, metadata={
         "help": "pointwise: a meta-rubric file (default: the shipped one)"})
-    max_tokens: int = field(default=512, metadata={"help": "the longest answer", "ge": 1})
+    max_tokens: int = field(default=512, metadata={"help": "the longest answer", "ge": 1, "le": MAX_TOKENS})
     reasks: int = field(default=1, metadata={"help": "re-asks after an off-menu pairwise answer", "ge": 0})
     seed: int = field(default=0, metadata={"help": "the Scorer's seed"})
     credit: str = field(default="hard", metadata={

@@ -63,7 +63,8 @@ class PreferenceConfig:
     """K candidates at ``temperature``, up to M pairs, BT ``prior``, the skip threshold, prompts in flight."""
 
     k: int = field(default=8, metadata={"help": "candidate rubrics per prompt", "ge": 2})
-    m: int = field(default=10, metadata={"help": "meta-judge comparisons (pairs) per prompt, at most", "ge": 1})
+    m: int = field(default=10, metadata={
+        "help": "meta-judge comparisons (pairs) per prompt, at most: from ceil(k/2) to k(k-1)/2", "ge": 1})
     temperature: float = field(default=0.8, metadata={"help": "the candidates' sampling temperature",
                                                        "ge": 0, "le": 2})
     seed: int = field(default=0, metadata={"help": "sampling and pair selection seed"})
@@ -80,6 +81,9 @@ class PreferenceConfig:
         if self.m < math.ceil(self.k / 2):
             raise ValueError(f"preferences: field 'm' = {self.m} cannot put all {self.k} candidates in a pair; "
                              f"need m >= {math.ceil(self.k / 2)}")
+        if self.m > self.k * (self.k - 1) // 2:
+            raise ValueError(f"preferences: field 'm' = {self.m} is more than the {self.k * (self.k - 1) // 2} "
+                             f"distinct pairs of k = {self.k} candidates; need m <= k(k-1)/2")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> PreferenceConfig:

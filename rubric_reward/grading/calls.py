@@ -4,8 +4,9 @@ Per-criterion, per-item and group calls all run through :func:`run_call`. What d
 how an answer is read: a *reading* (:class:`Reading`) says whether the answer gave everything the call
 asked for and, if not, what is still unusable. The loop never raises. A transport failure or a
 deadline is the call's error; an answer still unusable after the one re-ask is a ``parse`` error naming
-what was wrong. With a reply cache, a reply is stored only if its reading is complete, and that reading
-is reused (the answer is read once).
+what was wrong. Every request carries the reading as its ``accept``: a reply cache stores a reply only if
+its reading is complete, a replica pool counts an unusable answer against the replica that gave it (the
+re-ask goes elsewhere), and the reading is reused (the answer is read once).
 """
 
 from __future__ import annotations
@@ -70,21 +71,21 @@ async def run_call(judge: JudgeLike, call: RenderedCall, *, sample: int, read: C
     request = ChatRequest(call.messages, schema=call.schema, logprobs=cfg.logprobs,
                           top_logprobs=cfg.top_logprobs if cfg.logprobs else 0, sample_index=sample,
                           affinity=call.affinity)
-    vetted = _Vetted(read) if judge.caches else None
+    vetted = _Vetted(read)  # vets for the cache and for replica health (an unusable answer counts against it)
     start = time.perf_counter()
-    reply = await (judge.complete(request) if vetted is None else judge.complete(request, accept=vetted))
+    reply = await judge.complete(request, accept=vetted)
     usage, cost, attempts, cached, error = reply.usage, reply.cost, reply.attempts, reply.cached, reply.error
     readings: list[tuple[ChatReply, R]] = []
     if error is None:
-        first = read(reply.text) if vetted is None else vetted.read_again(reply.text)
+        first = vetted.read_again(reply.text)
         readings.append((reply, first))
         if not first.complete and reask is not None:
             again = replace(request, messages=reask(reply.text, first))
-            retry = await (judge.complete(again) if vetted is None else judge.complete(again, accept=vetted))
+            retry = await judge.complete(again, accept=vetted)
             usage, cost, attempts = usage + retry.usage, cost + retry.cost, attempts + retry.attempts
             cached = cached and retry.cached
             if retry.error is None:
-                readings.append((retry, read(retry.text) if vetted is None else vetted.read_again(retry.text)))
+                readings.append((retry, vetted.read_again(retry.text)))
             else:
                 error = retry.error
     if error is None:
@@ -99,8 +100,8 @@ async def run_call(judge: JudgeLike, call: RenderedCall, *, sample: int, read: C
 
 
 class _Vetted:
-    """A reply cache's ``accept`` for one call: a reply is stored only if its reading is complete, and the
-    reading is kept, so the loop reads the same reply once (not once to vet it and again for its verdicts)."""
+    """A call's ``accept``: a reply is accepted (cached, counted healthy) only if its reading is complete, and
+    the reading is kept, so the loop reads the same reply once (not once to vet it and again for its verdicts)."""
 
     __slots__ = ("read", "text", "reading")
 

@@ -26,8 +26,17 @@ For each sample (seed ``seed + sample``) the distinct responses are
 
 Every (response, criterion) pair needs exactly one on-menu verdict (:func:`~rubric_reward.grading.group_prompt.
 parse_group_reply`); pairs missing or malformed get one re-ask of the call, and what is still missing
-is a ``parse`` failure of those verdicts only. A transport failure or a deadline fails every verdict
-the call carried. Each item's result carries the call with ``share = 1/n`` of it and its cost.
+is a ``parse`` failure of those verdicts only.
+
+A call that fails as a whole for a reason one member can cause (HTTP 400/413/422: a response that
+pushes the call past the judge's context, a content filter, or an answer of which no pair is usable
+after the re-ask: a judge that quotes a response unescaped) is split: its members in two halves, each
+its own group call with its own ids, recursively down to single members, so the siblings keep their
+verdicts and only the culprit's fail. The extra calls are bounded (at most ``2 * ceil(log2 n)`` per
+failed call of ``n`` members, spent level by level; a part still failing when they are spent fails
+as it is). A failure no member causes (timeout, 5xx, rate limit, connection, deadline, auth) fails
+every verdict the call carried, as a split would only repeat it. Each item's result carries every
+call it was in (the failed one included) with ``share = 1/n`` of it and its cost.
 """
 
 from __future__ import annotations
@@ -59,7 +68,7 @@ from .group_prompt import (
     render_group_call,
 )
 
-__all__ = ["group_units", "judge_group", "layout"]
+__all__ = ["group_units", "judge_group", "layout", "member_caused", "split_budget"]
 
 Votes = list[tuple[list[Verdict], list[CallRecord]]]  # per item: its votes and its shares of the calls
 
@@ -144,7 +153,7 @@ async def judge_group(
     key = _group_key(items[0], texts)
     salt, fingerprint = nonce_salt(judge), rubric.fingerprint()
     k = cfg.criteria_per_call(len(judged))
-    jobs = []  # (response indices of the call, coroutine)
+    jobs = []  # one per (sample, split, criteria, pass): the call, split where a member fails it
     for sample in range(cfg.samples):
         s = seed + sample
         for j, members in enumerate(layout(len(texts), cfg.group_size, seed=s, key=key, shuffle=shuffle)):
@@ -156,19 +165,21 @@ async def judge_group(
                 orders = [option_order(c, seed=s, response=key, judge=judge.name, shuffle=shuffle) for c in chunk]
                 for p in range(cfg.group_passes):
                     order = shown if p == 0 else shown[::-1]
-                    label = _nonces(salt, (fingerprint, key, s, j, *(c.name for c in chunk), p), order, texts)
-                    call = render_group_call(rubric, items[0].prompt, [(label[m], texts[m]) for m in order], chunk,
-                                             orders, exemplars=exemplars(chunk, judge.name))
-                    jobs.append((order, _run_group_call(judge, call, sample, reask, on_call)))
-    outcomes = await asyncio.gather(*(coro for _, coro in jobs))
+                    render = partial(_render, rubric, items[0].prompt, texts, chunk, orders,
+                                     exemplars(chunk, judge.name), salt, (fingerprint, key, s, j,
+                                                                         *(c.name for c in chunk), p))
+                    jobs.append(_run_split(judge, render, order, sample, reask, on_call))
+    outcomes = await asyncio.gather(*jobs)
 
     votes: list[list[Verdict]] = [[] for _ in texts]
     records: list[list[CallRecord]] = [[] for _ in texts]
-    for (order, _), (per_response, record) in zip(jobs, outcomes, strict=True):
-        share = 1.0 / sum(1 for o in owners if o in order)
-        for m, verdicts in zip(order, per_response, strict=True):
+    for per_member, calls in outcomes:
+        for m, verdicts in per_member.items():
             votes[m].extend(verdicts)
-            records[m].append(replace(record, share=share, cost=record.cost * share))
+        for members, record in calls:
+            share = 1.0 / sum(1 for o in owners if o in members)
+            for m in members:
+                records[m].append(replace(record, share=share, cost=record.cost * share))
     out: Votes = []
     seen: set[int] = set()
     for m in owners:  # an item whose text another item of the group already has carries no new share
@@ -176,6 +187,63 @@ async def judge_group(
                     [replace(r, cost=0.0, attempts=0, cached=True) for r in records[m]]))
         seen.add(m)
     return out
+
+
+def _render(rubric: Rubric, prompt: Any, texts: Sequence[str], chunk: Sequence[Criterion],
+            orders: Sequence[tuple[str, ...]], exemplars: Mapping[str, Sequence[Exemplar]] | None, salt: bytes,
+            content: tuple, order: Sequence[int], path: str) -> GroupCall:
+    """The group call showing ``order`` (response indices) on ``chunk``; ``path`` names a split part ("" for
+    the whole call, "0"/"1" for its halves, ...): each part draws its own ids."""
+    label = _nonces(salt, content if not path else (*content, "split", path), order, texts)
+    return render_group_call(rubric, prompt, [(label[m], texts[m]) for m in order], chunk, orders,
+                             exemplars=exemplars)
+
+
+_MEMBER_STATUSES = frozenset({400, 413, 422})  # bad request, too large, unprocessable: what a long text causes
+
+
+def member_caused(error: JudgeError | None, verdicts: Sequence[Sequence[Verdict]]) -> bool:
+    """Whether a group call's failure is of a kind one member can cause (so a split can isolate it): a 400,
+    413 or 422 (context overflow, a provider's filter), a content filter, or an answer of which no pair was
+    usable after the re-ask. Timeouts, 5xx, rate limits, connections, deadlines and auth are not."""
+    if error is None:
+        return False
+    if error.kind is ErrorKind.CONTENT_FILTER:
+        return True
+    if error.kind is ErrorKind.CLIENT:
+        return error.status in _MEMBER_STATUSES
+    return error.kind is ErrorKind.PARSE and all(v.error is not None for vs in verdicts for v in vs)
+
+
+def split_budget(n: int) -> int:
+    """Extra calls a failed call of ``n`` members may spend on splits: ``2 * ceil(log2 n)`` (one culprit is
+    isolated in exactly that many)."""
+    return 2 * math.ceil(math.log2(n)) if n > 1 else 0
+
+
+async def _run_split(judge: JudgeLike, render: Callable[[Sequence[int], str], GroupCall], order: Sequence[int],
+                     sample: int, reask: bool, on_call: Callable[[CallRecord], Any] | None
+                     ) -> tuple[dict[int, list[Verdict]], list[tuple[tuple[int, ...], CallRecord]]]:
+    """One group call on ``order``, split in halves (level by level, within :func:`split_budget`) where it fails
+    for a reason a member can cause: each member's verdicts, and every call made with the members it showed."""
+    parts = [(tuple(order), "")]
+    budget = split_budget(len(order))
+    verdicts: dict[int, list[Verdict]] = {}
+    calls: list[tuple[tuple[int, ...], CallRecord]] = []
+    while parts:
+        outs = await asyncio.gather(*(_run_group_call(judge, render(part, path), sample, reask, on_call)
+                                      for part, path in parts))
+        split = []
+        for (part, path), (per_response, record) in zip(parts, outs, strict=True):
+            calls.append((part, record))
+            if len(part) > 1 and budget >= 2 and member_caused(record.error, per_response):
+                budget -= 2
+                half = (len(part) + 1) // 2
+                split += [(part[:half], path + "0"), (part[half:], path + "1")]
+            else:
+                verdicts.update(zip(part, per_response, strict=True))
+        parts = split
+    return verdicts, calls
 
 
 async def _run_group_call(judge: JudgeLike, call: GroupCall, sample: int, reask: bool,

@@ -89,10 +89,10 @@ class JudgeLike(Protocol):
     """The Judge protocol: what grading reads of a judge (:class:`~rubric_reward.judges.judge.Judge` is one).
 
     ``config`` is its :class:`~rubric_reward.judges.config.JudgeConfig` (samples, weight, mode, deadlines);
-    ``caches`` whether replies are cached (the grader then vets a reply before it is stored); ``limiter`` the
-    endpoint limiter its calls take slots of (judges of one endpoint share one, counted once);
-    ``nonce_salt()`` the persistent key of group-mode response ids its reply cache keeps (None: no such cache);
-    ``complete`` never raises.
+    ``caches`` whether replies are cached; ``limiter`` the endpoint limiter its calls take slots of (judges of
+    one endpoint share one, counted once); ``nonce_salt()`` the persistent key of group-mode response ids its
+    reply cache keeps (None: no such cache); ``complete`` never raises, and takes the grader's vetting as
+    ``accept`` (a reply it refuses is not cached, and counts against the replica that gave it).
     """
 
     config: Any

@@ -16,7 +16,6 @@ __all__ = ["ANSWER", "CALLS", "OPERATIONAL", "JudgeConfig", "check_transformers_
 
 _BACKENDS = ("auto", "http", "litellm", "transformers", "vllm")
 _LIMIT_SCOPES = ("auto", "world", "process", "shared")
-_HTTP_CLIENTS = ("auto", "aiohttp")
 _MODES = ("per_criterion", "per_item", "group")
 # the transformers backend's engine_args (anything else there is a mistake, found when the config is read)
 TRANSFORMERS_ENGINE_KEYS = ("token_budget", "dtype")
@@ -37,7 +36,8 @@ class JudgeConfig:
     ``"per_item"`` (all criteria of a response in one call), an integer k (k criteria per call) or
     ``"group"``: one call judges the distinct responses to one prompt together (at most
     ``group_size`` per call, a larger group is split) on ``group_criteria`` criteria (an integer k or
-    ``"all"``), with ``group_passes: 2`` adding a second pass in the reverse display order (see
+    ``"all"``), with ``group_passes: 2`` (default, twice the calls) adding a second pass in the reverse display
+    order (see
     :mod:`rubric_reward.grading.group`).
     ``verdict_mode`` applies to local backends (transformers, in-process vLLM): ``"logprob"`` scores
     each allowed label as a forced continuation; ``"generate"`` generates and parses JSON.
@@ -83,8 +83,10 @@ class JudgeConfig:
     group_size: int = field(default=8, metadata={**CALLS, "help": "mode group: responses per call", "ge": 1})
     group_criteria: int | str = field(default=1, metadata={
         **CALLS, "help": "mode group: criteria per call (k or 'all')"})
-    group_passes: int = field(default=1, metadata={
-        **CALLS, "help": "mode group: 2 adds a pass in the reverse order", "choices": (1, 2)})
+    group_passes: int = field(default=2, metadata={
+        **CALLS, "help": "mode group: 2 (default) asks each call again in the reverse order, so a judge's "
+        "position bias does not decide a verdict; it costs twice the group calls (1 halves them)",
+        "choices": (1, 2)})
     samples: int = field(default=1, metadata={**CALLS, "help": "repeated samples per call", "ge": 1})
     weight: float = field(default=1.0, metadata={**CALLS, "help": "ensemble weight", "ge": 0})
     max_concurrency: int = field(default=64, metadata={
@@ -111,10 +113,6 @@ class JudgeConfig:
         "its key ranks first unless that replica has more than this factor x the pool's mean calls in "
         "flight; then they spill to the next (counted as spills). Larger keeps more affinity, 1 "
         "balances hardest.")})
-    http_client: str = field(default="auto", metadata={**OPERATIONAL, "choices": _HTTP_CLIENTS, "help": (
-        "The http backend's client: 'auto' sends plain-HTTP URLs through the package's lean keep-alive "
-        "HTTP/1.1 client (a third of aiohttp's CPU per call) and https ones through aiohttp; 'aiohttp' "
-        "sends every URL through aiohttp.")})
     limit_scope: str = field(default="auto", metadata={**OPERATIONAL, "choices": _LIMIT_SCOPES, "help": (
         "How processes share max_concurrency, rpm and tpm. 'auto': a judge reached over the network "
         "(http, litellm) is shared by every process of the machine that calls it (accelerate ranks, "

@@ -4,10 +4,11 @@ For ``vllm serve``, local servers and gateways. Attempts spread over the configu
 (replicas of one model, see :mod:`.replicas`). Retries, limits and deduplication live in the
 transport layer (:mod:`.transport`), not here: ``complete`` makes exactly one HTTP attempt.
 
-Hot-path choices: the request body is serialised once to bytes from a prebuilt template, the
-response is read as bytes and decoded with one ``json.loads``, one client per event loop. Plain-HTTP
-URLs go through :mod:`.http1` (a lean HTTP/1.1 client: a third of aiohttp's CPU per call), ``https://``
-(or every URL with ``http_client: aiohttp``) through an aiohttp session.
+Hot-path choices: the request body is serialised once to bytes from a prebuilt template (memoised
+escaped prefixes spliced in), the response is read as bytes and decoded with one ``json.loads``, one
+aiohttp session per event loop. aiohttp does the HTTP: framing (an answer with bytes beyond its framing
+fails its call and closes the connection, so it never becomes another request's answer), keep-alive,
+and the per-attempt timeout.
 """
 
 from __future__ import annotations
@@ -16,17 +17,16 @@ import dataclasses
 import json
 import secrets
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable
 from typing import Any
 
-from ..util.loop import LoopSessions, close_detached
+from ..util.loop import LoopSessions
 from ..util.redaction import redact
 from ..results import ErrorKind, JudgeError, Usage
 from .base import ChatReply, ChatRequest, TokenLogprob
 from .config import JudgeConfig
-from .http1 import HTTP1Error, HTTP1Pool
 from .pricing import Pricing
-from .replicas import Replicas, affinity_hash, all_busy_reply
+from .replicas import Replicas, affinity_hash, all_busy_reply, usable
 from .retry import parse_retry_after
 
 __all__ = ["OpenAIHTTPBackend", "classify_status", "parse_chat_completion", "redact", "request_fields"]
@@ -86,6 +86,9 @@ class OpenAIHTTPBackend:
         self._key = config.api_key()
         self._headers = {"Content-Type": "application/json"}
         if self._key:
+            if any("@" in u.split("/", 3)[2] for u in config.base_urls if u.count("/") >= 2):
+                raise ValueError(f"judge {config.name!r}: base_url carries credentials (user:password@) and "
+                                 f"api_key_env sets a bearer key; use one of them")
             self._headers["Authorization"] = f"Bearer {self._key}"
         c = config
         template: dict[str, Any] = {"model": c.model, "temperature": c.temperature, "max_tokens": c.max_tokens}
@@ -95,6 +98,7 @@ class OpenAIHTTPBackend:
         self._extra = dict(c.extra_body)
         self._escaped: dict[str, str] = {}  # message text -> its escaped JSON (system prompts)
         self._escaped_heads: dict[str, str] = {}  # shared prefix -> its escaped JSON without the closing quote
+        self._timeouts: dict[float, Any] = {}  # seconds -> aiohttp.ClientTimeout
 
     def __repr__(self) -> str:
         return f"OpenAIHTTPBackend({self.name!r}, urls={self.config.base_urls!r})"
@@ -146,91 +150,18 @@ class OpenAIHTTPBackend:
             heads.clear()
         return "[" + ",".join(parts) + "]"
 
-    def _session(self) -> Any:
-        return self._sessions.get()
-
-    def _new_session(self) -> _Client:
-        return _Client(self._headers, lean=self.config.http_client == "auto")
-
-    async def complete(self, request: ChatRequest, timeout_s: float | None = None) -> ChatReply:
+    def _new_session(self) -> Any:
         import aiohttp
 
-        timeout = self.config.timeout_s if timeout_s is None else timeout_s
-        start = time.perf_counter()
-        key = 0 if self.replicas.trivial else affinity_hash(request)
-        i = 0 if self.replicas.trivial else await self.replicas.acquire(timeout, key)
-        if i is None:
-            return all_busy_reply(timeout, start)
-        url = self.replicas.urls[i]
-        ok: bool | None = None
-        try:
-            data = self.encode(request)
-            status, headers, raw = await self._session().post(url, data, timeout)
-            if status != 200:
-                kind = classify_status(status)
-                ok = False if kind in (ErrorKind.SERVER, ErrorKind.TIMEOUT) else None
-                msg = redact(raw.decode("utf-8", "replace"), self._key, limit=300)  # redact, then cut
-                return ChatReply(
-                    None, JudgeError(kind, f"HTTP {status} from {redact(url)}: {msg}", status),
-                    latency_s=time.perf_counter() - start,
-                    retry_after_s=parse_retry_after(headers.get("retry-after")),
-                )
-            reply = parse_chat_completion(raw, latency_s=time.perf_counter() - start)
-            ok = reply.error is None or reply.error.kind is not ErrorKind.SERVER
-        except TimeoutError:
-            ok = False
-            return ChatReply(None, JudgeError(ErrorKind.TIMEOUT, f"no answer from {redact(url)} within {timeout:.3g}s"),
-                             latency_s=time.perf_counter() - start)
-        except (HTTP1Error, aiohttp.ClientError) as exc:
-            ok = False
-            return ChatReply(None, JudgeError(ErrorKind.CONNECTION, redact(f"{type(exc).__name__}: {exc}", self._key)),
-                             latency_s=time.perf_counter() - start)
-        finally:
-            self.replicas.release(i, ok, key)
-        if reply.usage.prompt_tokens or reply.usage.completion_tokens:
-            reply = _with_cost(reply, self._pricing.cost(reply.usage))
-        return reply
-
-    async def aclose(self) -> None:
-        """Close every session, each on the loop it lives on (a trainer's loop thread included)."""
-        await self._sessions.aclose()
-
-
-class _Client:
-    """One event loop's connections: plain-HTTP URLs on an :class:`~.http1.HTTP1Pool` (unless ``lean`` is
-    off), the others on an aiohttp session made on first use."""
-
-    def __init__(self, headers: dict[str, str], *, lean: bool):
-        self._headers = headers
-        self._lean = HTTP1Pool(headers) if lean else None
-        self._lean_urls: dict[str, bool] = {}
-        self._aiohttp: Any = None
-        self._timeouts: dict[float, Any] = {}
-        self.closed = False
-
-    def post(self, url: str, data: bytes, timeout: float) -> Coroutine[Any, Any, tuple[int, Any, bytes]]:
-        """``(status, headers, body)`` (awaitable); headers are looked up by lower-case name."""
-        lean = self._lean_urls.get(url)
-        if lean is None:  # plain http without credentials in the URL (the lean client would not send them)
-            lean = self._lean_urls[url] = url.startswith("http://") and "@" not in url.split("/", 3)[2]
-        if lean and self._lean is not None:
-            return self._lean.post(url, data, timeout)
-        return self._aiohttp_post(url, data, timeout)  # https, credentials in the URL, or http_client: aiohttp
-
-    async def _aiohttp_post(self, url: str, data: bytes, timeout: float) -> tuple[int, Any, bytes]:
-        session = self._aiohttp
-        if session is None:
-            import aiohttp
-
-            session = self._aiohttp = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-                headers=self._headers,
-                timeout=aiohttp.ClientTimeout(total=None),
-                skip_auto_headers=("User-Agent", "Accept-Encoding"),
-                auto_decompress=False,
-            )
-        async with session.post(url, data=data, timeout=self._timeout(timeout)) as resp:
-            return resp.status, resp.headers, await resp.read()
+        return aiohttp.ClientSession(
+            # the transport holds at most max_concurrency calls in flight: the pool never needs more connections
+            # (idle ones are kept alive for aiohttp's keepalive_timeout, 15 s)
+            connector=aiohttp.TCPConnector(limit=self.config.max_concurrency, ttl_dns_cache=300),
+            headers=self._headers,
+            timeout=aiohttp.ClientTimeout(total=self.config.timeout_s),
+            skip_auto_headers=("User-Agent", "Accept-Encoding"),
+            auto_decompress=False,
+        )
 
     def _timeout(self, seconds: float) -> Any:
         t = self._timeouts.get(seconds)
@@ -242,20 +173,55 @@ class _Client:
             t = self._timeouts[seconds] = aiohttp.ClientTimeout(total=seconds)
         return t
 
-    async def close(self) -> None:
-        self.closed = True
-        if self._lean is not None:
-            self._lean.close_now()
-        if self._aiohttp is not None:
-            await self._aiohttp.close()
+    async def complete(self, request: ChatRequest, timeout_s: float | None = None, *,
+                       accept: Callable[[ChatReply], bool] | None = None) -> ChatReply:
+        """One attempt. ``accept`` (the caller's vetting, see :meth:`.Transport.complete`): in a pool of
+        several replicas, an answer it refuses counts against the replica that gave it."""
+        import aiohttp
 
-    def close_detached(self) -> None:
-        """Close without this client's loop (it has stopped)."""
-        self.closed = True
-        if self._lean is not None:
-            self._lean.close_now()
-        if self._aiohttp is not None:
-            close_detached(self._aiohttp)
+        timeout = self.config.timeout_s if timeout_s is None else timeout_s
+        start = time.perf_counter()
+        key = 0 if self.replicas.trivial else affinity_hash(request)
+        i = 0 if self.replicas.trivial else await self.replicas.acquire(timeout, key)
+        if i is None:
+            return all_busy_reply(timeout, start)
+        url = self.replicas.urls[i]
+        ok: bool | None = None
+        refused = False
+        try:
+            data = self.encode(request)
+            async with self._sessions.get().post(url, data=data, timeout=self._timeout(timeout)) as resp:
+                status, raw = resp.status, await resp.read()
+                if status != 200:
+                    kind = classify_status(status)
+                    ok = False if kind in (ErrorKind.SERVER, ErrorKind.TIMEOUT) else None
+                    msg = redact(raw.decode("utf-8", "replace"), self._key, limit=300)  # redact, then cut
+                    return ChatReply(
+                        None, JudgeError(kind, f"HTTP {status} from {redact(url)}: {msg}", status),
+                        latency_s=time.perf_counter() - start,
+                        retry_after_s=parse_retry_after(resp.headers.get("Retry-After")),
+                    )
+            reply = parse_chat_completion(raw, latency_s=time.perf_counter() - start)
+            ok = reply.error is None or reply.error.kind is not ErrorKind.SERVER
+            if accept is not None and reply.error is None and not self.replicas.trivial:
+                refused = not usable(reply, accept)
+        except TimeoutError:
+            ok = False
+            return ChatReply(None, JudgeError(ErrorKind.TIMEOUT, f"no answer from {redact(url)} within {timeout:.3g}s"),
+                             latency_s=time.perf_counter() - start)
+        except aiohttp.ClientError as exc:
+            ok = False
+            return ChatReply(None, JudgeError(ErrorKind.CONNECTION, redact(f"{type(exc).__name__}: {exc}", self._key)),
+                             latency_s=time.perf_counter() - start)
+        finally:
+            self.replicas.release(i, ok, key, refused=refused)
+        if reply.usage.prompt_tokens or reply.usage.completion_tokens:
+            reply = _with_cost(reply, self._pricing.cost(reply.usage))
+        return reply
+
+    async def aclose(self) -> None:
+        """Close every session, each on the loop it lives on (a trainer's loop thread included)."""
+        await self._sessions.aclose()
 
 
 def _with_cost(reply: ChatReply, cost: float) -> ChatReply:

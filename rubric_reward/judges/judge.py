@@ -77,7 +77,7 @@ class Judge:
         slots = self.transport.limiter.slots
         replicas = getattr(self.backend, "replicas", None)
         return {"judge": self.name, "cap": slots.capacity, "cap_in_use": slots.in_use,
-                "cap_shared": self.transport.limiter.directory is not None,
+                "cap_shared": self.transport.limiter.shared,
                 "replicas": replicas.stats() if replicas is not None and len(replicas.urls) > 1 else []}
 
     async def aclose(self) -> None:

@@ -13,11 +13,14 @@ estimate (prompt characters / 4 + ``max_tokens``) and settled against the report
 
 Several processes, by ``JudgeConfig.limit_scope`` (:func:`resolved_scope`):
 
-* ``"shared"``: the processes of one machine share the limits through lock files in
-  ``$RUBRIC_REWARD_LIMIT_DIR`` (default: a per-endpoint folder under the temp dir), whoever started
-  them: accelerate ranks, verl's Ray reward workers, a process pool, several services. Concurrency is
-  ``capacity`` slot files, each attempt in flight holding an ``flock`` on one (:class:`_FileSlots`);
-  rates are one GCRA schedule in a file. With ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` set (torchrun,
+* ``"shared"``: the processes of one machine share the limits through one file per endpoint in a
+  private folder of the user (:func:`limit_root`, then the endpoint's hash; both checked on open:
+  folders, not symlinks, owned by the user, mode 0700), whoever started them: accelerate ranks, verl's
+  Ray reward workers, a process pool, several services. Each process opens the file once; an attempt in
+  flight holds a record lock on one of ``capacity`` bytes (:class:`_FileSlots`), and each rate is a
+  GCRA schedule in a locked byte range (:class:`_FileRate`). Any OSError (a folder that fails the
+  checks, a full or read-only file system, a failed lock call) turns the limiter per process for the
+  rest of the process, with one warning. With ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` set (torchrun,
   accelerate across nodes) the machine holds its share, ``limit x LOCAL_WORLD_SIZE / WORLD_SIZE``.
   Across nodes without them, one ``rubric-reward serve`` that every worker calls holds the cap.
 * ``"auto"`` (default): ``"shared"`` for a judge reached over the network (http, litellm), ``"process"``
@@ -30,10 +33,12 @@ Several processes, by ``JudgeConfig.limit_scope`` (:func:`resolved_scope`):
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import hashlib
 import logging
 import os
+import stat
 import struct
 import tempfile
 import threading
@@ -41,11 +46,12 @@ import time
 import weakref
 from asyncio import events
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EndpointLimiter", "Rate", "Slots", "endpoint_key", "endpoint_limiter", "limit_dir", "node_share",
-           "resolved_scope", "world_size"]
+__all__ = ["EndpointLimiter", "Rate", "Slots", "endpoint_key", "endpoint_limiter", "limit_dir", "limit_root",
+           "node_share", "resolved_scope", "world_size"]
 
 log = logging.getLogger(__name__)
 _now = time.monotonic
@@ -188,52 +194,18 @@ class Rate:
         self.interval = (60.0 + WINDOW_SLACK_S) / max(per_minute - burst + 1, 1e-9) * (1 + 1e-9)  # float-safe
         self.tolerance = (burst - 1) * self.interval
 
+    def _update(self, step: Callable[[float, float], tuple[float, Any]]) -> Any:
+        """Apply ``step(tat, now) -> (new tat, result)`` to the schedule; the result."""
+        with self._lock:
+            self._tat, result = step(self._tat, _now())
+            return result
+
     def reserve(self, units: float = 1.0, max_wait: float | None = None) -> float | None:
         """Reserve ``units``; the seconds to wait before using them, or None if over ``max_wait``."""
-        with self._lock:
-            now = _now()
-            tat = self._tat if self._tat > now else now
-            wait = tat - self.tolerance - now
-            if wait < 0.0:
-                wait = 0.0
-            if max_wait is not None and wait > max_wait:
-                return None
-            self._tat = tat + units * self.interval
-            return wait
-
-    def settle(self, units: float) -> None:
-        """Charge (positive) or refund (negative) units after the fact."""
-        with self._lock:
-            self._tat += units * self.interval
-
-
-class _FileRate(Rate):
-    """:class:`Rate` whose schedule lives in a file, shared by the processes of one machine."""
-
-    def __init__(self, per_minute: float, path: Path):
-        super().__init__(per_minute)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-
-    def _update(self, fn: Any) -> Any:
-        with self._lock:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            try:
-                raw = os.pread(self._fd, 8, 0)
-                now = _now()
-                tat = struct.unpack("d", raw)[0] if len(raw) == 8 else 0.0
-                if tat > now + 3600:  # left over from before a reboot
-                    tat = 0.0
-                new_tat, result = fn(tat, now)
-                if new_tat != tat:
-                    os.pwrite(self._fd, struct.pack("d", new_tat), 0)
-                return result
-            finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-    def reserve(self, units: float = 1.0, max_wait: float | None = None) -> float | None:
         def step(tat: float, now: float) -> tuple[float, float | None]:
             tat = max(tat, now)
-            wait = max(0.0, tat - self.tolerance - now)
+            wait = tat - self.tolerance - now
+            wait = max(wait, 0.0)
             if max_wait is not None and wait > max_wait:
                 return tat, None
             return tat + units * self.interval, wait
@@ -241,69 +213,307 @@ class _FileRate(Rate):
         return self._update(step)
 
     def settle(self, units: float) -> None:
+        """Charge (positive) or refund (negative) units after the fact."""
         self._update(lambda tat, now: (tat + units * self.interval, None))
 
 
-class _FileSlots(Slots):
-    """Concurrency slots held as ``flock`` locks on numbered files, shared by the processes of a machine.
+# ---------------------------------------------------------------------------- the shared limit file
+# One file per endpoint folder. Byte ranges, each locked with a POSIX record lock (fcntl.lockf):
+_FILE_NAME = "limits"
+_RATE_OFFSETS = {"rpm": 0, "tpm": 8}  # a rate's schedule (a double), locked while it is read and written
+_SLOT_BASE = 16  # concurrency slot i: a lock on byte 16 + i (no data), held while an attempt is in flight
+_BUSY = (errno.EAGAIN, errno.EACCES)
 
-    ``capacity`` files ``slot-<i>.lock``; an attempt in flight holds an exclusive lock on one. The
-    kernel drops a dead process's locks, so a crash never leaks a slot. Inside a process, waiters queue
-    FIFO and a slot released while one waits is handed to it directly (no unlock, no syscall); slots
-    freed by other processes are found by one poller thread per limiter (a non-blocking scan every
-    0.5-10 ms while anyone waits). Across processes slots are taken as they are found, not in FIFO
-    order (work-conserving: a batch ends no later for it).
+
+def _private_dir(name: str | Path, dir_fd: int | None, shown: Path) -> int:
+    """Open folder ``name`` (made 0700 if missing) as a checked descriptor: a folder and not a symlink,
+    owned by this user, no group/other access; else OSError saying which."""
+    try:
+        os.mkdir(name, 0o700, dir_fd=dir_fd)
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        link = stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+        raise NotADirectoryError(exc.errno, f"{shown} is {'a symlink' if link else 'not a folder'}") from None
+    st, uid = os.fstat(fd), os.geteuid()
+    problem = (f"is owned by uid {st.st_uid}, not {uid}" if st.st_uid != uid else
+               f"has mode {stat.S_IMODE(st.st_mode):o}, open to group/other (0700 wanted)" if st.st_mode & 0o077
+               else None)
+    if problem:
+        os.close(fd)
+        raise PermissionError(errno.EPERM, f"{shown} {problem}")
+    return fd
+
+
+class _LimitFile:
+    """An endpoint's limit file, open once per process: one descriptor whatever the capacity.
+
+    POSIX record locks belong to the process, not to a descriptor (and closing any descriptor of the
+    file drops them all), so every limiter of the process on the folder shares this object, a thread
+    lock serialises its lock calls, and ``held`` says which bytes the process holds (a lock call on one
+    of them would succeed again). On any OSError the file is given up for good (``failed``, the
+    descriptor closed, which drops the process's locks): its users then keep their limits per process.
+    """
+
+    def __init__(self, fd: int, directory: Path):
+        self.fd = fd
+        self.directory = directory
+        self.held: set[int] = set()
+        self.failed: OSError | None = None
+        self._lock = threading.Lock()
+
+    def _fail(self, exc: OSError) -> None:  # under self._lock
+        self.failed = exc
+        self.held.clear()
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+        _warn(self.directory, exc)
+
+    def take(self, start: int, n: int) -> int | None:
+        """Lock the first of slots ``start, start + 1, ... (mod n)`` that no process holds (no waiting);
+        its index, or None."""
+        with self._lock:
+            if self.failed is not None:
+                raise self.failed
+            held = self.held
+            try:
+                for j in range(n):
+                    i = (start + j) % n
+                    if _SLOT_BASE + i in held:
+                        continue
+                    try:
+                        fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _SLOT_BASE + i)
+                    except OSError as exc:
+                        if exc.errno in _BUSY:
+                            continue
+                        raise
+                    held.add(_SLOT_BASE + i)
+                    return i
+                return None
+            except OSError as exc:
+                self._fail(exc)
+                raise
+
+    def give(self, i: int) -> None:
+        with self._lock:
+            if self.failed is not None:
+                raise self.failed
+            self.held.discard(_SLOT_BASE + i)
+            try:
+                fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, _SLOT_BASE + i)
+            except OSError as exc:
+                self._fail(exc)
+                raise
+
+    def update(self, offset: int, step: Callable[[float, float], tuple[float, Any]]) -> tuple[float, Any]:
+        """Read-modify-write the schedule at ``offset`` under its lock; (the new schedule, step's result)."""
+        with self._lock:
+            if self.failed is not None:
+                raise self.failed
+            try:
+                fcntl.lockf(self.fd, fcntl.LOCK_EX, 8, offset)
+                try:
+                    raw = os.pread(self.fd, 8, offset)
+                    now = _now()
+                    tat = struct.unpack("d", raw)[0] if len(raw) == 8 else 0.0
+                    if not tat <= now + 3600:  # left over from before a reboot (or not a number)
+                        tat = 0.0
+                    new_tat, result = step(tat, now)
+                    if new_tat != tat and os.pwrite(self.fd, struct.pack("d", new_tat), offset) != 8:
+                        raise OSError(errno.ENOSPC, "short write")
+                    return new_tat, result
+                finally:
+                    fcntl.lockf(self.fd, fcntl.LOCK_UN, 8, offset)
+            except OSError as exc:
+                self._fail(exc)
+                raise
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self.held = set()  # a child holds none of its parent's record locks
+
+    def __del__(self) -> None:  # no limiter of the process uses the file any more
+        if self.failed is None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+
+
+_FILES: weakref.WeakValueDictionary[tuple[int, int], _LimitFile] = weakref.WeakValueDictionary()
+_FILES_LOCK = threading.Lock()
+_WARNED: set[str] = set()
+_WARN_LOCK = threading.Lock()
+
+
+def _warn(directory: Path, exc: BaseException) -> None:
+    """One warning per folder and process: the limits stay per process."""
+    with _WARN_LOCK:
+        if str(directory) in _WARNED:
+            return
+        _WARNED.add(str(directory))
+    log.warning("judge limits: cannot share them through %s (%s); this process keeps its own", directory, exc)
+
+
+def _limit_file(directory: Path) -> _LimitFile:
+    """The process's :class:`_LimitFile` of ``directory`` (made if missing), its folder and the folder
+    above checked on open (:func:`_private_dir`) and the file opened without following a symlink."""
+    with _FILES_LOCK:
+        root = directory.parent
+        os.makedirs(root.parent, exist_ok=True)
+        root_fd = _private_dir(root, None, root)
+        try:
+            dir_fd = _private_dir(directory.name, root_fd, directory)
+        finally:
+            os.close(root_fd)
+        try:
+            try:
+                st = os.stat(_FILE_NAME, dir_fd=dir_fd, follow_symlinks=False)
+                file = _FILES.get((st.st_dev, st.st_ino))
+            except FileNotFoundError:
+                file = None
+            if file is not None and file.failed is None:
+                return file
+            fd = os.open(_FILE_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                os.close(fd)
+                raise PermissionError(errno.EPERM, f"{directory / _FILE_NAME} is not a file of this user")
+            file = _FILES[(st.st_dev, st.st_ino)] = _LimitFile(fd, directory)
+            return file
+        finally:
+            os.close(dir_fd)
+
+
+def _open_shared(directory: Path) -> _LimitFile | None:
+    try:
+        return _limit_file(directory)
+    except OSError as exc:
+        _warn(directory, exc)
+        return None
+
+
+class _FileRate(Rate):
+    """:class:`Rate` whose schedule is a locked byte range of the endpoint's limit file, shared by the
+    processes of one machine; per process (from the last schedule seen) once the file fails."""
+
+    def __init__(self, per_minute: float, directory: Path, name: str):
+        super().__init__(per_minute)
+        self._offset = _RATE_OFFSETS[name]
+        self._file = _open_shared(directory)
+        _FORKED.add(self)
+
+    def _update(self, step: Callable[[float, float], tuple[float, Any]]) -> Any:
+        with self._lock:
+            if self._file is not None:
+                try:
+                    self._tat, result = self._file.update(self._offset, step)
+                    return result
+                except OSError:
+                    self._file = None
+            self._tat, result = step(self._tat, _now())
+            return result
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+
+
+class _FileSlots(Slots):
+    """Concurrency slots held as record locks on bytes of the endpoint's limit file, shared by the
+    processes of a machine: one descriptor per process whatever the capacity.
+
+    An attempt in flight holds an exclusive lock on one byte of ``capacity``. The kernel drops a dead
+    process's locks, so a crash never leaks a slot. Inside a process, waiters queue FIFO and a slot
+    released while one waits is handed to it directly (no unlock, no syscall); slots freed by other
+    processes are found by one poller thread per limiter (a non-blocking scan every 0.5-10 ms while
+    anyone waits). Across processes slots are taken as they are found, not in FIFO order
+    (work-conserving: a batch ends no later for it). On any OSError (the folder fails its checks, a
+    full or read-only file system, a lock call that fails) the slots become a per-process counter for
+    the rest of the process, the slots in flight counted.
     """
 
     def __init__(self, n: int, directory: Path):
         super().__init__(n)
         self._dir = directory
-        self._fds: dict[int, int] = {}
         self._held: list[int] = []
         self._start = os.getpid()
         self._poller: threading.Thread | None = None
-        _FILE_SLOTS.add(self)
+        self._file = _open_shared(directory)
+        _FORKED.add(self)
+
+    @property
+    def shared(self) -> bool:
+        """Whether the slots are held across the machine's processes (False once they fell back)."""
+        return self._file is not None and self._file.failed is None
+
+    def _go_local_locked(self) -> None:
+        """Per process from now on: the attempts in flight count against the local cap, their bytes go back."""
+        file, self._file = self._file, None
+        self._value = self.capacity - len(self._held)
+        for i in self._held if file is not None else ():
+            try:
+                file.give(i)
+            except OSError:  # a failed file has dropped them already
+                pass
+        self._held = []
 
     def _take_locked(self) -> bool:
-        n = self.capacity
-        held = self._held
-        for j in range(n):
-            i = (self._start + j) % n
-            if i in held:
-                continue
-            fd = self._fds.get(i)
-            if fd is None:
-                fd = self._fds[i] = os.open(self._dir / f"slot-{i}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        if self._file is not None:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue
-            held.append(i)
-            self._start = i + 1
-            return True
-        return False
+                i = self._file.take(self._start, self.capacity)
+            except OSError:
+                self._go_local_locked()
+            else:
+                if i is None:
+                    return False
+                self._held.append(i)
+                self._start = i + 1
+                return True
+        return super()._take_locked()
 
     def _put_back_locked(self) -> None:  # no waiter in this process: back to the machine
-        if self._held:
-            fcntl.flock(self._fds[self._held.pop()], fcntl.LOCK_UN)
+        if self._file is None:
+            super()._put_back_locked()
+        elif self._held:
+            i = self._held.pop()
+            try:
+                self._file.give(i)
+            except OSError:
+                self._go_local_locked()
 
     def _waiting_locked(self) -> None:
-        if self._poller is None:
+        if self._poller is None and self._file is not None:
             self._poller = threading.Thread(target=self._poll, name="rubric-reward-slots", daemon=True)
             self._poller.start()
 
     def _poll(self) -> None:
         pause = 0.0005
         while True:
-            with self._lock:
-                while self._waiters and self._waiters[0][1].done():
-                    self._waiters.popleft()
-                if not self._waiters:
-                    self._poller = None
-                    return
-                got = self._take_locked()
-                if got:
-                    self._hand_over_locked()
+            try:
+                with self._lock:
+                    while self._waiters and self._waiters[0][1].done():
+                        self._waiters.popleft()
+                    got = bool(self._waiters) and self._take_locked()
+                    if got:
+                        self._hand_over_locked()
+                    elif not self._waiters or self._file is None:  # per process: releases hand slots over
+                        self._poller = None
+                        return
+            except Exception as exc:  # never leave waiters without a poller: fall back and serve them
+                with self._lock:
+                    if self._file is None:
+                        self._poller = None
+                        log.exception("judge limits: the slot poller failed")
+                        return
+                    _warn(self._dir, exc)
+                    self._go_local_locked()
+                continue
             if got:
                 pause = 0.0005
                 continue
@@ -311,27 +521,35 @@ class _FileSlots(Slots):
             pause = min(pause * 2, 0.01)
 
     def _after_fork(self) -> None:
-        """In a forked child: the parent's locks are not ours to release; start clean."""
+        """In a forked child: the parent's locks and waiters are not the child's; start clean."""
         self._lock = threading.Lock()
-        for fd in self._fds.values():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._fds, self._held, self._waiters, self._poller = {}, [], deque(), None
+        self._held, self._waiters, self._poller = [], deque(), None
+        self._value = self.capacity
 
     @property
     def in_use(self) -> int:
-        return len(self._held)
+        return len(self._held) if self._file is not None else self.capacity - self._value
 
     def resize(self, n: int) -> None:
+        if self._file is None:
+            super().resize(n)
+            return
         with self._lock:
             self.capacity = n
 
 
-_FILE_SLOTS: weakref.WeakSet[_FileSlots] = weakref.WeakSet()
+_FORKED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:
+    global _FILES_LOCK, _WARN_LOCK
+    _FILES_LOCK, _WARN_LOCK = threading.Lock(), threading.Lock()
+    for obj in [*_FILES.values(), *_FORKED]:
+        obj._after_fork()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: [s._after_fork() for s in list(_FILE_SLOTS)])
+    os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 # ---------------------------------------------------------------------------- endpoint limiter
@@ -342,20 +560,22 @@ class EndpointLimiter:
                  directory: Path | None = None):
         self.key = key
         self.directory = directory
-        if directory is not None:
-            directory.mkdir(parents=True, exist_ok=True)
-            self.slots: Slots = _FileSlots(concurrency, directory)
-        else:
-            self.slots = Slots(concurrency)
+        self.slots: Slots = Slots(concurrency) if directory is None else _FileSlots(concurrency, directory)
         self.rpm = self._rate(rpm, "rpm")
         self.tpm = self._rate(tpm, "tpm")
         self._paused_until = 0.0
+
+    @property
+    def shared(self) -> bool:
+        """Whether the limits are held across the machine's processes now (False for ``limit_scope``
+        other than shared, and after a fallback to per-process limits)."""
+        return isinstance(self.slots, _FileSlots) and self.slots.shared
 
     def _rate(self, per_minute: float | None, name: str) -> Rate | None:
         if per_minute is None:
             return None
         if self.directory is not None:
-            return _FileRate(per_minute, self.directory / f"{name}.state")
+            return _FileRate(per_minute, self.directory, name)
         return Rate(per_minute)
 
     def tighten(self, concurrency: int, rpm: float | None, tpm: float | None) -> None:
@@ -382,9 +602,9 @@ class EndpointLimiter:
             if deadline is not None and _now() + wait > deadline:
                 return False
             await asyncio.sleep(wait)
-        if not self.slots.try_acquire():
-            if not await self.slots.acquire(None if deadline is None else deadline - _now()):
-                return False
+        if not self.slots.try_acquire() and not await self.slots.acquire(
+                None if deadline is None else deadline - _now()):
+            return False
         if self.rpm is None and self.tpm is None:
             return True
         left = None if deadline is None else max(0.0, deadline - _now())
@@ -468,11 +688,25 @@ def resolved_scope(config: Any) -> str:
     return "shared" if remote else "process"
 
 
+def limit_root() -> Path:
+    """The user's folder of endpoint limit folders: ``$RUBRIC_REWARD_LIMIT_DIR``, else
+    ``$XDG_RUNTIME_DIR/rubric_reward_limits`` (when that is a folder of this user), else
+    ``<temp dir>/rubric_reward_limits-<uid>``. Checked when opened (:func:`_private_dir`)."""
+    if os.environ.get("RUBRIC_REWARD_LIMIT_DIR"):
+        return Path(os.environ["RUBRIC_REWARD_LIMIT_DIR"])
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    try:
+        if runtime and os.stat(runtime).st_uid == os.geteuid():
+            return Path(runtime) / "rubric_reward_limits"
+    except OSError:
+        pass
+    return Path(tempfile.gettempdir()) / f"rubric_reward_limits-{os.geteuid()}"
+
+
 def limit_dir(config: Any) -> Path:
-    """The folder whose lock files hold ``config``'s endpoint limits on this machine."""
+    """The folder whose limit file holds ``config``'s endpoint limits on this machine."""
     digest = hashlib.sha256(repr(endpoint_key(config)).encode()).hexdigest()[:16]
-    root = os.environ.get("RUBRIC_REWARD_LIMIT_DIR") or Path(tempfile.gettempdir()) / "rubric_reward_limits"
-    return Path(root) / digest
+    return limit_root() / digest
 
 
 def endpoint_limiter(config: Any) -> EndpointLimiter:
@@ -488,15 +722,8 @@ def endpoint_limiter(config: Any) -> EndpointLimiter:
     with _REGISTRY_LOCK:
         limiter = _REGISTRY.get(key)
         if limiter is None:
-            directory = None
-            if scope == "shared":
-                directory = limit_dir(config)
-            try:
-                limiter = EndpointLimiter(key, concurrency, rpm, tpm, directory)
-            except OSError as exc:  # an unwritable temp dir (another user's folder): hold the cap per process
-                log.warning("judge limits: cannot share them through %s (%s); this process keeps its own",
-                            directory, exc)
-                limiter = EndpointLimiter(key, concurrency, rpm, tpm, None)
+            directory = limit_dir(config) if scope == "shared" else None
+            limiter = EndpointLimiter(key, concurrency, rpm, tpm, directory)  # falls back per process itself
             _REGISTRY[key] = limiter
         else:
             limiter.tighten(concurrency, rpm, tpm)

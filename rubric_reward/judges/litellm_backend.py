@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..results import ErrorKind, JudgeError, Usage
@@ -21,7 +22,7 @@ from .base import ChatReply, ChatRequest, TokenLogprob
 from .config import JudgeConfig
 from .http import classify_status, redact, request_fields
 from .pricing import Pricing
-from .replicas import Replicas, affinity_hash, all_busy_reply
+from .replicas import Replicas, affinity_hash, all_busy_reply, usable
 from .retry import parse_retry_after
 
 __all__ = ["LiteLLMBackend", "import_litellm"]
@@ -81,7 +82,9 @@ class LiteLLMBackend:
         return dict(self._kwargs, messages=list(request.messages), timeout=timeout,
                     **request_fields(self.config, request))
 
-    async def complete(self, request: ChatRequest, timeout_s: float | None = None) -> ChatReply:
+    async def complete(self, request: ChatRequest, timeout_s: float | None = None, *,
+                       accept: Callable[[ChatReply], bool] | None = None) -> ChatReply:
+        """One attempt; ``accept`` as in :meth:`.OpenAIHTTPBackend.complete`."""
         timeout = self.config.timeout_s if timeout_s is None else timeout_s
         start = time.perf_counter()
         key = 0 if self.replicas.trivial else affinity_hash(request)
@@ -93,17 +96,20 @@ class LiteLLMBackend:
         if url is not None:
             kw["api_base"] = url
         ok: bool | None = None
+        refused = False
         try:
             response = await self.litellm.acompletion(**kw)
             reply = self._reply(response, time.perf_counter() - start)
             ok = reply.error is None or reply.error.kind is not ErrorKind.SERVER
+            if accept is not None and reply.error is None and not self.replicas.trivial:
+                refused = not usable(reply, accept)
             return reply
         except Exception as exc:  # noqa: BLE001 - every failure becomes data
             error, retry_after = self._error(exc)
             ok = False if error.kind in (ErrorKind.SERVER, ErrorKind.TIMEOUT, ErrorKind.CONNECTION) else None
             return ChatReply(None, error, latency_s=time.perf_counter() - start, retry_after_s=retry_after)
         finally:
-            self.replicas.release(i, ok, key)
+            self.replicas.release(i, ok, key, refused=refused)
 
     async def aclose(self) -> None:
         """litellm owns its HTTP clients; drain and stop its logging worker if it is bound to this loop."""

@@ -14,28 +14,35 @@ timing-dependent choice, counted per replica. ``per_replica`` is a hard cap: a p
 is full spills too; when every usable replica is full the call waits.
 
 **Health.** A circuit breaker opens after ``failures`` consecutive failures (connection errors,
-timeouts, 5xx) and skips the replica for ``cooldown_s``; then one probe request is let through, and
+timeouts, 5xx, and answers the caller could not use: a 200 whose text the grader cannot parse) and
+skips the replica for ``cooldown_s``; then one probe request is let through, and
 its success closes the breaker: the replica rejoins and its keys come back to it (calls routed away
 from a key's first choice by a breaker count as *failovers*, not spills). When every replica is open,
 the one that opened first is tried anyway: the breaker routes around failures, it never refuses work.
+A key whose answer was unusable avoids the replica that gave it for its next calls (the re-ask
+included) while another replica is usable: they count as failovers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..results import ErrorKind, JudgeError
 from .base import ChatReply, ChatRequest
 
-__all__ = ["Replicas", "affinity_hash", "all_busy_reply"]
+__all__ = ["Replicas", "affinity_hash", "all_busy_reply", "usable"]
 
+log = logging.getLogger(__name__)
 _M64 = (1 << 64) - 1
+_AVOID_KEYS = 4096  # keys remembered with the replica that gave them an unusable answer (oldest forgotten first)
 
 
 def _mix(x: int) -> int:
@@ -65,7 +72,9 @@ class _Replica:
     calls: int = 0  # attempts routed here
     affine: int = 0  # ... of which to their key's first choice
     spills: int = 0  # ... placed here while their first choice was healthy but over the load bound or full
-    failovers: int = 0  # ... placed here because their first choice's breaker was open
+    failovers: int = 0  # ... placed here because their first choice's breaker was open or it gave the key an
+    # unusable answer
+    refused: int = 0  # answers the caller could not use (counted as failures)
 
 
 class Replicas:
@@ -80,6 +89,7 @@ class Replicas:
         self._lock = threading.Lock()
         self._total = 0  # calls in flight over the pool
         self._placed: dict[int, list[int]] = {}  # key hash -> [replica, calls in flight, first choice]
+        self._avoid: dict[int, int] = {}  # key hash -> the replica that gave it an unusable answer
         self.trivial = len(urls) == 1 and per_replica is None  # one URL, no cap: nothing to route or count
 
     # ------------------------------------------------------------------ routing
@@ -97,10 +107,13 @@ class Replicas:
         now = time.monotonic()
         state = self._state
         placed = self._placed.get(h)
-        if placed is not None and self._usable(state[placed[0]], now):
+        bad = self._avoid.get(h) if self._avoid else None
+        if placed is not None and placed[0] != bad and self._usable(state[placed[0]], now):
             return self._take(placed[0], h, placed, now)
         order = self.ranking(h)
         usable = [i for i in order if self._usable(state[i], now)]
+        if bad is not None and bad in usable and len(usable) > 1:
+            usable.remove(bad)
         if not usable:
             if any(not r.open_until or (r.open_until <= now and not r.probing) for r in state):
                 return None  # a healthy replica is full: wait for it rather than use a failing one
@@ -132,7 +145,7 @@ class Replicas:
             r.affine += 1
         else:
             f = self._state[first]
-            if f.open_until > now or (f.open_until and f.probing):
+            if f.open_until > now or (f.open_until and f.probing) or self._avoid.get(h) == first:
                 r.failovers += 1
             else:
                 r.spills += 1
@@ -159,12 +172,19 @@ class Replicas:
             if i is not None:
                 return i
 
-    def release(self, i: int, ok: bool | None, key: int = 0) -> None:
-        """Report the attempt: ``ok`` True (success), False (replica failure) or None (neither)."""
+    def release(self, i: int, ok: bool | None, key: int = 0, *, refused: bool = False) -> None:
+        """Report the attempt: ``ok`` True (success), False (replica failure) or None (neither). ``refused``:
+        a failure because the caller could not use the answer; the key's next calls avoid this replica."""
         if self.trivial:
             return
         with self._lock:
             r = self._state[i]
+            if refused:
+                ok = False
+                r.refused += 1
+                if len(self._avoid) >= _AVOID_KEYS and key not in self._avoid:
+                    del self._avoid[next(iter(self._avoid))]
+                self._avoid[key] = i
             r.in_flight -= 1
             self._total -= 1
             placed = self._placed.get(key)
@@ -187,12 +207,14 @@ class Replicas:
     # ------------------------------------------------------------------ reporting
     def stats(self) -> list[dict[str, Any]]:
         """Per replica: url, calls, in flight, affinity share (calls on their key's first choice),
-        spills, failovers, and whether its breaker is open. Counts start at construction."""
+        spills, failovers, refused (unusable answers), and whether its breaker is open. Counts start at
+        construction."""
         now = time.monotonic()
         with self._lock:
             return [{"url": str(u), "calls": r.calls, "in_flight": r.in_flight,
                      "affinity_share": (r.affine / r.calls) if r.calls else None, "affine": r.affine,
-                     "spills": r.spills, "failovers": r.failovers, "open": r.open_until > now}
+                     "spills": r.spills, "failovers": r.failovers, "refused": r.refused,
+                     "open": r.open_until > now}
                     for u, r in zip(self.urls, self._state, strict=True)]
 
 
@@ -200,3 +222,12 @@ def all_busy_reply(timeout: float, start: float) -> ChatReply:
     """The failure a backend returns when no replica frees a slot within ``timeout``."""
     return ChatReply(None, JudgeError(ErrorKind.TIMEOUT, f"every replica stayed busy for {timeout:.3g}s"),
                      latency_s=time.perf_counter() - start, attempts=0)
+
+
+def usable(reply: ChatReply, accept: Callable[[ChatReply], bool]) -> bool:
+    """Whether the caller's vetting ``accept`` takes ``reply`` (a vetting that raises does not blame the replica)."""
+    try:
+        return bool(accept(reply))
+    except Exception as exc:  # noqa: BLE001 - the caller parses the reply again and reports its own error
+        log.debug("vetting a reply raised %s", type(exc).__name__)
+        return True

@@ -4,6 +4,8 @@
 
 * **Cache** (optional, any :class:`~.base.ReplyCache`): a hit is returned with ``cached=True``,
   ``attempts=0`` and no cost. Only successful replies that the caller accepts are stored.
+* **Vetting**: the caller's ``accept`` (the grader's parse) also goes to a backend that takes it, so a
+  pool of replicas counts an answer nobody can use against the replica that gave it (:mod:`.replicas`).
 * **Dedupe**, per request: identical requests in flight on one event loop share one backend call,
   and inside a :func:`batch_scope` so do identical requests anywhere in the batch (a successful
   reply is kept until the batch ends: rubrics that share a criterion ask it once per response); the
@@ -123,9 +125,11 @@ class Transport:
         self.dedupe = dedupe
         self._secret = config.api_key()
         try:
-            self._takes_timeout = "timeout_s" in inspect.signature(backend.complete).parameters
+            params = inspect.signature(backend.complete).parameters
         except (TypeError, ValueError):
-            self._takes_timeout = False
+            params = {}
+        self._takes_timeout = "timeout_s" in params
+        self._takes_accept = "accept" in params  # the vetting hook (backends with replica pools, see complete)
         self._inflight: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, asyncio.Future]] = (
             weakref.WeakKeyDictionary()
         )
@@ -133,7 +137,8 @@ class Transport:
     # ------------------------------------------------------------------ cache and dedupe
     async def complete(self, request: ChatRequest,
                        accept: Callable[[ChatReply], bool] | None = None) -> ChatReply:
-        """Answer ``request``; never raises (except cancellation). ``accept`` vets a reply for the cache."""
+        """Answer ``request``; never raises (except cancellation). ``accept`` vets a reply: only one it takes
+        is cached, and a replica pool counts one it refuses against its replica."""
         start = _now()
         if self.cache is not None:
             try:
@@ -146,7 +151,7 @@ class Transport:
                     return dataclasses.replace(hit, latency_s=_now() - start, attempts=0, cached=False)
                 return _free(hit, _now() - start)
         if not self.dedupe:
-            return await self._store(request, await self._send(request), accept)
+            return await self._store(request, await self._send(request, accept), accept)
 
         key = request_key(request)
         batch = _BATCH.get()
@@ -168,7 +173,7 @@ class Transport:
         shared = table[key] = loop.create_future()
         reply = None
         try:
-            reply = await self._send(request)
+            reply = await self._send(request, accept)
         finally:
             del table[key]
             shared.set_result(reply)
@@ -202,9 +207,12 @@ class Transport:
                     for m in request.messages)
         return chars // 4 + 1 + (request.max_tokens or self.config.max_tokens)
 
-    async def _attempt(self, request: ChatRequest, timeout: float) -> ChatReply:
+    async def _attempt(self, request: ChatRequest, timeout: float,
+                       accept: Callable[[ChatReply], bool] | None) -> ChatReply:
         try:
             if self._takes_timeout:
+                if accept is not None and self._takes_accept:
+                    return await self.backend.complete(request, timeout_s=timeout, accept=accept)
                 return await self.backend.complete(request, timeout_s=timeout)
             if timeout < self.config.timeout_s:
                 return await asyncio.wait_for(self.backend.complete(request), timeout)
@@ -229,7 +237,7 @@ class Transport:
         return ChatReply(None, JudgeError(ErrorKind.DEADLINE, msg), usage=usage, cost=cost,
                          attempts=attempts, latency_s=_now() - start)
 
-    async def _send(self, request: ChatRequest) -> ChatReply:
+    async def _send(self, request: ChatRequest, accept: Callable[[ChatReply], bool] | None = None) -> ChatReply:
         cfg, limiter = self.config, self.limiter
         start = _now()
         deadline = self._deadline(start)
@@ -252,7 +260,7 @@ class Transport:
                 return self._cut_off(start, deadline, attempts, last, usage, cost)
             used = tokens
             try:
-                reply = await self._attempt(request, timeout)
+                reply = await self._attempt(request, timeout, accept)
                 if reply.usage.prompt_tokens or reply.usage.completion_tokens:
                     used = reply.usage.total_tokens
                 elif reply.error is not None and reply.error.kind is ErrorKind.RATE_LIMIT:

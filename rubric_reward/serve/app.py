@@ -13,7 +13,10 @@ Bad requests get a 4xx JSON ``{"error": {"code", "field", "message"}}`` and the 
 serving; on ``/openrlhf`` only a body that cannot be read as OpenRLHF's samples does: a bad sample,
 too many samples, a shutdown or an internal error give unscored samples in a 200, because OpenRLHF
 turns a non-2xx into lost rewards. A request whose client disconnects is cancelled with its judge
-calls. The bearer token (``serve.auth_token_env``) is compared in constant time and never logged.
+calls. The bearer token (``serve.auth_token_env``) is checked from the headers, before any body is read,
+compared in constant time and never logged. ``serve.read_timeout_s`` closes a connection that takes longer to
+send a request head (or sits idle that long) and answers 408 to a body that takes longer; ``serve.max_connections``
+caps open connections (a new one closes the oldest idle one, or is refused with a 503 when all are busy).
 On SIGTERM the service stops listening, answers 503 to requests that still arrive on open
 connections, finishes the accepted ones (each bounded by the request deadline) and exits.
 """
@@ -47,6 +50,7 @@ ENGINE = web.AppKey("engine", ServiceEngine)
 PROBE = web.AppKey("probe", JudgeProbe)
 METRICS = web.AppKey("metrics", ServeMetrics)
 STATE = web.AppKey("state", dict)
+BUSY = web.AppKey("busy", set)  # the connections (request handlers) with a request in progress
 _ENDPOINTS = {"/score": "score", "/openrlhf": "openrlhf", "/get_reward": "openrlhf", "/health": "health",
               "/metrics": "metrics"}
 _ACCESS_FORMAT = '%a "%r" %s %b %Tfs'  # no headers: the Authorization header is never logged
@@ -61,14 +65,18 @@ def _error(exc: RequestError, headers: dict[str, str] | None = None) -> web.Resp
     return _json(exc.to_dict(), exc.status, headers)
 
 
-async def _read_json(request: web.Request, max_bytes: int) -> Any:
+async def _read_json(request: web.Request, max_bytes: int, timeout_s: float) -> Any:
     if request.content_length is not None and request.content_length > max_bytes:
         raise RequestError(413, "body_too_large", None,
                            f"the body is {request.content_length} bytes; the limit is {max_bytes}")
     try:
-        raw = await request.read()
+        async with asyncio.timeout(timeout_s):
+            raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise RequestError(413, "body_too_large", None, f"the body is over the limit of {max_bytes} bytes") from None
+    except TimeoutError:
+        raise RequestError(408, "body_timeout", None,
+                           f"the body did not arrive within {timeout_s:g}s (serve.read_timeout_s)") from None
     if not raw:
         raise RequestError(400, "malformed_json", None, "the body is empty; send a JSON object")
     try:
@@ -88,9 +96,22 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
     """The aiohttp application; the engine (judges, cache) is built on startup, inside the serving loop."""
     config = ServeConfig.load(config)
     token = config.serve.auth_token()  # fails now, not at the first request, when the variable is unset
-    expected = token.encode() if token else None
     metrics = ServeMetrics()
     state: dict[str, Any] = {"draining": False, "in_flight": 0}
+    busy: set[Any] = set()
+    guard = _guard(token.encode() if token else None, metrics, state, busy)
+    app = web.Application(middlewares=[guard], client_max_size=config.serve.max_body_bytes)
+    app[METRICS] = metrics
+    app[STATE] = state
+    app[BUSY] = busy
+    app.cleanup_ctx.append(_engine_context(config, metrics))
+    _add_routes(app, config, metrics, state)
+    return app
+
+
+def _guard(expected: bytes | None, metrics: ServeMetrics, state: dict[str, Any], busy: set[Any]) -> Any:
+    """The middleware every request passes: draining, auth (from the headers, before any body is read), the
+    in-flight count, errors as JSON, metrics. ``busy`` holds the connections with a request in progress."""
 
     @web.middleware
     async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> Any:
@@ -98,6 +119,8 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
         start = time.perf_counter()
         status = 500
         working = endpoint in ("score", "openrlhf")
+        connection = request.protocol
+        busy.add(connection)
         try:
             if state["draining"] and endpoint not in ("health", "openrlhf"):  # OpenRLHF: unscored samples
                 raise RequestError(503, "shutting_down", None, "the service is shutting down; retry elsewhere")
@@ -120,7 +143,10 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
             headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
             if exc.status == 503:
                 headers = {"Connection": "close", "Retry-After": "1"}
-            return _error(exc, headers)
+            response = _error(exc, headers)
+            if exc.status in (401, 408, 413):  # a body left unread (or cut): not kept for another request
+                response.force_close()
+            return response
         except web.HTTPException as exc:  # router: unknown path or method
             status = exc.status
             code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status, "http_error")
@@ -136,11 +162,14 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
             return _json({"error": {"code": "internal", "field": None, "message": "internal error (see the server log)"}},
                          500)
         finally:
+            busy.discard(connection)
             metrics.observe(endpoint, status, time.perf_counter() - start)
 
-    app = web.Application(middlewares=[guard], client_max_size=config.serve.max_body_bytes)
-    app[METRICS] = metrics
-    app[STATE] = state
+    return guard
+
+
+def _engine_context(config: ServeConfig, metrics: ServeMetrics) -> Callable[[web.Application], Any]:
+    """The app's cleanup context: the engine and the judge probe, built on startup and closed on shutdown."""
 
     async def start_engine(app: web.Application) -> Any:
         app[ENGINE] = engine = ServiceEngine(config)
@@ -151,13 +180,17 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
         await app[PROBE].aclose()
         await app[ENGINE].aclose()
 
-    app.cleanup_ctx.append(start_engine)
-    max_bytes = config.serve.max_body_bytes
+    return start_engine
+
+
+def _add_routes(app: web.Application, config: ServeConfig, metrics: ServeMetrics, state: dict[str, Any]) -> None:
+    """The endpoints: /score, /openrlhf (and /get_reward), /health, /metrics."""
+    max_bytes, read_timeout = config.serve.max_body_bytes, config.serve.read_timeout_s
 
     async def score(request: web.Request) -> web.Response:
         engine = request.app[ENGINE]
         start = time.perf_counter()
-        pairs, deadline = engine.score_request(await _read_json(request, max_bytes))
+        pairs, deadline = engine.score_request(await _read_json(request, max_bytes, read_timeout))
         records = await engine.score(pairs, deadline_s=deadline)
         metrics.results("score", records)
         scored = sum(1 for r in records if not r.unscored)
@@ -168,7 +201,7 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
 
     async def openrlhf(request: web.Request) -> web.Response:
         engine = request.app[ENGINE]
-        body = await _read_json(request, max_bytes)
+        body = await _read_json(request, max_bytes, read_timeout)
         draining = state["draining"]
         try:
             records = await engine.score_openrlhf(body, draining=draining)
@@ -199,7 +232,6 @@ def build_app(config: ServeConfig | Any = None) -> web.Application:
     app.router.add_post("/get_reward", openrlhf)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics_view)
-    return app
 
 
 def engine_judges(app: web.Application) -> list[str]:
@@ -220,15 +252,83 @@ def _check_token(request: web.Request, expected: bytes) -> None:
 
 
 # ---------------------------------------------------------------------------- running
-async def _start(app: web.Application, host: str, port: int, shutdown_timeout: float,
+_REFUSED_BODY = json.dumps({"error": {"code": "too_many_connections", "field": None,
+                                      "message": "every connection is busy (serve.max_connections); retry"}}).encode()
+_REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+            b"Connection: close\r\nContent-Length: %d\r\n\r\n%b" % (len(_REFUSED_BODY), _REFUSED_BODY))
+
+
+class _Refused(asyncio.Protocol):
+    """A connection past the cap while every connection is busy: told 503 and closed at once."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.write(_REFUSED)  # type: ignore[attr-defined]
+        transport.close()
+
+
+class _CappedSite(web.BaseSite):
+    """A TCP site that holds at most ``cap`` connections (``serve.max_connections``): a new connection past it
+    closes the oldest ones with no request in progress (idle, half-open, or lingering after an answer), or is
+    refused when every connection holds a request in progress. With ``serve.read_timeout_s`` (the handlers' keep-alive timeout,
+    which also bounds how long a connection may take to send a request head) no client holds a slot for long,
+    and /health stays reachable."""
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, cap: int, busy: set[Any],
+                 on_refused: Callable[[], None]):
+        # asyncio accepts up to `backlog` sockets per turn, before any is capped: a burst passes the cap by at most
+        # that many descriptors for a turn
+        super().__init__(runner, backlog=128)
+        self._host, self._port, self._cap, self._busy, self._on_refused = host, port, cap, busy, on_refused
+        # handlers made but not yet connected (asyncio connects a burst of accepted sockets a loop turn later)
+        self._pending: list[tuple[float, Any]] = []
+
+    @property
+    def port(self) -> int:
+        return self._server.sockets[0].getsockname()[1] if self._server is not None else self._port
+
+    @property
+    def name(self) -> str:
+        return f"http://{self._host}:{self.port}"
+
+    async def start(self) -> None:
+        await super().start()
+        self._server = await asyncio.get_running_loop().create_server(
+            self._protocol, self._host, self._port, backlog=self._backlog)
+
+    def _protocol(self) -> asyncio.BaseProtocol:
+        server = self._runner.server
+        now = time.monotonic()
+        connections = server.connections  # oldest first
+        known = set(connections)
+        self._pending = [(t, h) for t, h in self._pending if now - t < 1.0 and h not in known]
+        live = [h for h in connections if h.transport is not None]  # a closed one leaves on the next turn
+        idle = [h for h in live if h not in self._busy]
+        if len(live) - len(idle) >= self._cap:  # every slot holds a request in progress
+            self._on_refused()
+            return _Refused()
+        over = len(live) + len(self._pending) + 1 - self._cap
+        for h in idle[:max(0, over)]:  # a burst still connecting is brought under the cap by the next connection
+            h.force_close()
+        handler = server()
+        self._pending.append((now, handler))
+        return handler
+
+
+async def _start(app: web.Application, host: str, port: int, config: ServeConfig,
                  access_log: bool) -> tuple[web.AppRunner, int]:
     kw: dict[str, Any] = {"access_log_format": _ACCESS_FORMAT} if access_log else {"access_log": None}
-    # a request whose client has gone is cancelled, and its judge calls with it (OpenRLHF resends on timeout)
-    runner = web.AppRunner(app, shutdown_timeout=shutdown_timeout, handler_cancellation=True, **kw)
+    # a request whose client has gone is cancelled, and its judge calls with it (OpenRLHF resends on timeout);
+    # keepalive_timeout closes a connection that has not sent a whole request head that long after connecting
+    # or after its previous answer; after an answer to a body left unread (401, 408, 413) the rest of it is
+    # read and dropped for at most lingering_time, so that the client can read the answer, then it is closed
+    timeout = config.serve.read_timeout_s
+    runner = web.AppRunner(app, shutdown_timeout=config.shutdown_timeout_s, handler_cancellation=True,
+                           keepalive_timeout=timeout, lingering_time=min(2.0, timeout), **kw)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=1024)
+    site = _CappedSite(runner, host, port, config.serve.connection_cap(), app[BUSY],
+                       lambda: app[METRICS].rejected("too_many_connections"))
     await site.start()
-    return runner, site._server.sockets[0].getsockname()[1]
+    return runner, site.port
 
 
 async def _drain(app: web.Application, runner: web.AppRunner) -> None:
@@ -242,8 +342,7 @@ async def serve(config: ServeConfig | Any = None, *, host: str | None = None, po
     config = ServeConfig.load(config)
     app = build_app(config)
     host = host or config.serve.host
-    runner, bound = await _start(app, host, config.serve.port if port is None else port,
-                                 config.shutdown_timeout_s, access_log)
+    runner, bound = await _start(app, host, config.serve.port if port is None else port, config, access_log)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -289,7 +388,7 @@ class ServiceThread:
             asyncio.set_event_loop(self._loop)
             try:
                 self._runner, self.port = self._loop.run_until_complete(
-                    _start(self.app, self.host, self.port, self.config.shutdown_timeout_s, self.access_log))
+                    _start(self.app, self.host, self.port, self.config, self.access_log))
             except BaseException as exc:  # reported to the starting thread
                 failure.append(exc)
                 ready.set()

@@ -30,7 +30,8 @@ class ServerSettings:
     """The ``serve:`` section: where to listen, request limits, auth, shutdown.
 
     ``auth_token_env`` names the environment variable that holds the bearer token (the token itself
-    never goes in a file). (``unscored_reward``, once here, is a top-level field now; it is still
+    never goes in a file; the header is checked before a body is read). ``read_timeout_s`` and
+    ``max_connections`` bound what slow, idle or half-open clients can hold. (``unscored_reward``, once here, is a top-level field now; it is still
     read from this section.) ``shutdown_timeout_s`` bounds how long SIGTERM waits for accepted requests (default: the
     request deadline plus 10 s).
     """
@@ -43,12 +44,32 @@ class ServerSettings:
         "help": "the environment variable holding the bearer token (the token never goes in a file)"})
     shutdown_timeout_s: float | None = field(default=None, metadata={
         "help": "how long SIGTERM waits for accepted requests (default: deadline_s + 10)", "ge": 0})
+    read_timeout_s: float = field(default=15.0, metadata={"gt": 0, "help": (
+        "seconds a connection has to send a complete request head, from connecting or from its previous "
+        "answer (an idle keep-alive connection is closed then too), and a request's body, from its head "
+        "(a late body gets 408); slow or half-open clients are closed")})
+    max_connections: int | None = field(default=None, metadata={"ge": 1, "help": (
+        "open connections at most (default: 1024, or a quarter of the open-file limit when that is lower: the "
+        "judges' connections and a burst of new ones need the rest); a new connection past it closes the oldest "
+        "one with no request in progress, or is refused (503) when every one is busy")})
 
     def __post_init__(self) -> None:
         check_fields(self, "serve")
         if self.auth_token_env is not None and not str(self.auth_token_env).replace("_", "").isalnum():
             raise ValueError("serve: field 'auth_token_env' must name an environment variable (the token itself "
                              "never goes in a file)")
+
+    def connection_cap(self) -> int:
+        """``max_connections``, or its default: 1024, at most a quarter of the process's open-file limit."""
+        if self.max_connections is not None:
+            return self.max_connections
+        try:
+            import resource
+
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        except (ImportError, OSError, ValueError):  # no such limit here (Windows)
+            return 1024
+        return 1024 if soft == resource.RLIM_INFINITY else max(8, min(1024, soft // 4))
 
     def auth_token(self) -> str | None:
         """The bearer token, read from the named environment variable (None when auth is off)."""

@@ -110,7 +110,10 @@ class _PoolCollector:
         spills = CounterMetricFamily(f"{p}_replica_spills", "Attempts placed on a replica because their first "
                                      "choice was over the load bound or full", labels=["judge", "url"])
         failovers = CounterMetricFamily(f"{p}_replica_failovers", "Attempts placed on a replica because their "
-                                        "first choice's breaker was open", labels=["judge", "url"])
+                                        "first choice's breaker was open or it gave the key an unusable answer",
+                                        labels=["judge", "url"])
+        refused = CounterMetricFamily(f"{p}_replica_refused", "Answers from a replica the grader could not use "
+                                      "(counted as breaker failures)", labels=["judge", "url"])
         in_flight = GaugeMetricFamily(f"{p}_replica_in_flight", "Attempts in flight per replica",
                                       labels=["judge", "url"])
         share = GaugeMetricFamily(f"{p}_replica_affinity_share", "Share of a replica's attempts on their key's "
@@ -126,7 +129,8 @@ class _PoolCollector:
                 affine.add_metric(labels, rep["affine"])
                 spills.add_metric(labels, rep["spills"])
                 failovers.add_metric(labels, rep["failovers"])
+                refused.add_metric(labels, rep["refused"])
                 in_flight.add_metric(labels, rep["in_flight"])
                 if rep["affinity_share"] is not None:
                     share.add_metric(labels, rep["affinity_share"])
-        yield from (cap, cap_used, calls, affine, spills, failovers, in_flight, share)
+        yield from (cap, cap_used, calls, affine, spills, failovers, refused, in_flight, share)

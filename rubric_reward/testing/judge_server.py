@@ -52,24 +52,33 @@ class Fault:
     body: str | None = None  # raw response body to send with status 200 (malformed JSON, ...)
     content: str | None = None  # assistant text to send instead of the scripted answer
     echo_headers: bool = False  # put the request headers in the error body (a leaky gateway)
+    finish_reason: str = "stop"  # e.g. "content_filter": the provider filtered the answer
 
 
 @dataclass
 class FaultPlan:
-    """Random faults at a given rate, reproducible with a seed (or a fixed list by request number)."""
+    """Random faults at a given rate, reproducible with a seed (or a fixed list by request number), and
+    ``marked``: a fault for every request whose messages contain the marker text (one response that
+    overflows the judge's context, trips its content filter or breaks its answer, whoever shares its call)."""
 
     rate: float = 0.0
     kinds: tuple[Fault, ...] = ()
     seed: int = 0
     fixed: Mapping[int, Fault] = field(default_factory=dict)
+    marked: Mapping[str, Fault] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
         self._lock = threading.Lock()
 
-    def draw(self, request_no: int) -> Fault | None:
+    def draw(self, request_no: int, body: Mapping[str, Any] | None = None) -> Fault | None:
         if request_no in self.fixed:
             return self.fixed[request_no]
+        if self.marked and body is not None:
+            text = "\n".join(str(m.get("content", "")) for m in body.get("messages", ()))
+            marker = next((m for m in self.marked if m in text), None)
+            if marker is not None:
+                return self.marked[marker]
         with self._lock:
             if self.kinds and self._rng.random() < self.rate:
                 return self._rng.choice(self.kinds)
@@ -275,7 +284,7 @@ class JudgeServer:
             latency = self.latency_s(body) if callable(self.latency_s) else self.latency_s
             if latency:
                 await asyncio.sleep(latency)
-            fault = self.faults.draw(n)
+            fault = self.faults.draw(n, body)
             if fault is not None:
                 if fault.hang_s:
                     await asyncio.sleep(fault.hang_s)
@@ -298,7 +307,8 @@ class JudgeServer:
             completion_tokens = len(text) // 4 + 1
             self.tokens.append((arrival, prompt_tokens + completion_tokens))
             choice: dict[str, Any] = {
-                "index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text},
+                "index": 0, "finish_reason": fault.finish_reason if fault is not None else "stop",
+                "message": {"role": "assistant", "content": text},
             }
             if logprobs is not None:
                 choice["logprobs"] = {"content": logprobs}

@@ -14,9 +14,10 @@ planted per criterion name:
 * ``position_biased={names}``: the first option shown in the request, whatever the response;
 * ``sign_blind={names}``: MET on everything (the best option for option criteria), the way a judge answers a
   penalty ("the response contains a flaw") as if it asked whether the response is good;
-* ``persuadable={names}``: a response that carries a verdict for the grader (verdict-shaped text, a request to
-  the grader, a forged prompt structure: :func:`rubric_reward.guards.flag.flag_response`) gets the label it
-  plants (a label named after ``verdict``), else MET or the best option;
+* ``persuadable={names}``: a response that carries a verdict for the grader gets the label it plants (a label
+  named after ``verdict``), else MET or the best option; "carries" is what the package's flag reads
+  (:func:`rubric_reward.guards.flag.flag_response`: verdict-shaped text, a request to the grader, a forged prompt
+  structure) or what the red-team's gullible judge decodes (:func:`.redteam_judges.copying_label`);
 * nothing planted: the faithful judge.
 
 Several defects on one criterion apply in that order: persuasion, sign-blindness, position, noise.
@@ -171,10 +172,11 @@ def _best(options: Sequence[str]) -> str:
 def _planted(response: str, options: Sequence[str]) -> str | None:
     """The verdict a response plants for the grader, when it carries one."""
     from ..guards.flag import flag_response
+    from .redteam_judges import copying_label, honest_label
 
     named = [m.group(1) for m in _PLANTED.finditer(response) if m.group(1) in options]
     if named:
         return named[-1]
-    if flag_response(response) is not None:
+    if flag_response(response) is not None or copying_label(response) != honest_label(response):
         return "MET" if "MET" in options else (max(options) if options else "MET")
     return None

@@ -1,4 +1,4 @@
-"""The rubric-generator job: ``rubric-reward dpo-loop`` and ``rubric-reward eval-generator`` (docs/generation.md).
+"""The rubric-generator job: ``rubric-reward dpo-loop`` and ``rubric-reward eval-generator`` (docs/dpo-loop.md).
 
 * :mod:`.loop_config`, :mod:`.loop`: the loop's config and its stages (preferences -> DPO -> held-out, repeated);
 * :mod:`.dpo`: the DPO stage (``train/dpo_rubric_generator.py``), LoRA with TRL's ``DPOTrainer``;

@@ -16,6 +16,7 @@ runs on its own too (``python -m rubric_reward.recipes.generator_dpo.dpo --confi
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -34,6 +35,7 @@ __all__ = [
     "RubricDPOArguments",
     "adapt_to_hardware",
     "build_trainer",
+    "check_settings",
     "load_preferences",
     "main",
     "make_parser",
@@ -50,6 +52,12 @@ FOREIGN_KEYS = ("loop",)
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 _COLUMNS = ("prompt", "chosen", "rejected")
 _PASS_THROUGH = ("chat_template_kwargs",)
+#: DPOTrainer's loss types (TRL 1.16), and those an f-divergence other than reverse KL works with.
+LOSS_TYPES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot",
+              "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm")
+_F_DIVERGENCE_LOSSES = ("sigmoid", "sigmoid_norm", "hinge", "ipo", "exo_pair", "robust", "discopop", "sft")
+# settings whose TRL default breaks a rule: checked even when the file leaves them out
+_REQUIRED = {"use_peft": False}
 
 
 class PreferenceDataError(ValueError):
@@ -74,6 +82,50 @@ class RubricDPOArguments:
         default=True,
         metadata={"help": "Resume from the last checkpoint in output_dir when resume_from_checkpoint is unset."},
     )
+
+
+@functools.cache
+def setting_rules() -> dict[str, Any]:
+    """Field -> :class:`~rubric_reward.recipes.setting_rules.Rule` for the DPO stage's settings: transformers' training
+    fields, the LoRA fields and ``DPOConfig``'s own (TRL takes a YAML value without these checks; DPOTrainer or PEFT
+    would fail on it when the stage starts, after the preference stage)."""
+    from ..setting_rules import MODEL, TRAINING, Rule, number, numbers, one_of
+
+    dpo = {  # DPOConfig fields (TRL 1.16) and what the recipe needs of ModelConfig
+        "beta": number(gt=0),  # 0 leaves the sigmoid loss flat and divides IPO's by zero
+        "label_smoothing": number(ge=0, lt=0.5),
+        "max_length": number(int, ge=1, optional=True),
+        "loss_type": one_of(*LOSS_TYPES, many=True),
+        "loss_weights": numbers(ge=0, optional=True),
+        "f_divergence_type": one_of("reverse_kl", "forward_kl", "js_divergence", "alpha_divergence"),
+        "f_alpha_divergence_coef": number(gt=0),
+        "truncation_mode": one_of("keep_start", "keep_end"),
+        "precompute_ref_batch_size": number(int, ge=1, optional=True),
+        "dataset_num_proc": number(int, ge=1, optional=True),
+        "discopop_tau": number(gt=0),
+        "ld_alpha": number(ge=0, le=1, optional=True),
+        "ref_model_mixup_alpha": number(ge=0, le=1),
+        "ref_model_sync_steps": number(int, ge=1),
+        "use_peft": Rule(bool, "true (the rubric generator is trained as a LoRA adapter)", lambda v: v),
+    }
+    return {**TRAINING, **MODEL, **dpo}
+
+
+def check_settings(settings: dict[str, Any]) -> None:
+    """The DPO stage's settings (the config file's keys, or the parsed arguments' fields) against
+    :func:`setting_rules` and the loss types' cross-field rules; a ``SettingError`` naming the field otherwise."""
+    from .. import setting_rules as rules
+
+    settings = {**_REQUIRED, **settings}
+    rules.check_settings(settings, setting_rules())
+    losses = settings.get("loss_type") or ["sigmoid"]
+    losses = [losses] if isinstance(losses, str) else list(losses)
+    divergence = settings.get("f_divergence_type", "reverse_kl")
+    if divergence != "reverse_kl" and not set(losses) <= set(_F_DIVERGENCE_LOSSES):
+        raise rules.SettingError("f_divergence_type", f"f_divergence_type {divergence!r} works only with the loss "
+                                                      f"types {', '.join(_F_DIVERGENCE_LOSSES)}; loss_type is {losses}")
+    if "exo_pair" in losses and not settings.get("label_smoothing"):
+        raise rules.SettingError("label_smoothing", "label_smoothing must be > 0 with the exo_pair loss, got 0")
 
 
 def make_parser() -> Any:
@@ -113,6 +165,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[RubricDPOArguments, A
         raise ValueError(f"unknown key(s) {unknown} (not fields of RubricDPOArguments, DPOConfig or ModelConfig)")
     if from_cli:
         raise ValueError(f"unknown command-line argument(s): {' '.join(from_cli)}")
+    check_settings({n: getattr(a, n) for n in setting_rules() for a in (training, model) if hasattr(a, n)})
     return script, training, model
 
 

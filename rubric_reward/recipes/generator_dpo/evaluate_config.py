@@ -10,6 +10,8 @@ from typing import Any
 
 from ...generation.config import GenerationConfig
 from ...io.sections import check_fields, from_section
+from ..setting_rules import check_urls
+from .loop_config import check_judge
 
 __all__ = ["EvalGeneratorConfig", "GeneratorSpec", "HelpSteer2Source", "MTBenchSource", "SplitConfig"]
 
@@ -33,6 +35,10 @@ class GeneratorSpec:
             raise ValueError(f"generator name {self.name!r}: use letters, digits, '_', '.', '-' (it names files)")
         if (self.model is None) == (self.rubrics is None):
             raise ValueError(f"generator {self.name!r}: give exactly one of 'model' or 'rubrics'")
+        if self.base_url is not None:
+            check_urls([self.base_url], f"generator {self.name!r}: base_url")
+        if self.model is not None:
+            check_judge(self.model, f"generator {self.name!r}: model")
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,9 @@ class EvalGeneratorConfig:
         if self.judge is None:
             raise ValueError("eval-generator config: field 'judge' is required (the fixed judge)")
         check_fields(self, "eval-generator config")
+        check_judge(self.judge, "eval-generator config: judge")
+        if not str(self.out_dir).strip():
+            raise ValueError("eval-generator config: field 'out_dir' is empty: name the output folder")
         gens = self.generators
         if self.loop_dir:
             from .loop import iteration_generators

@@ -204,16 +204,7 @@ def _write_prompts(out: Path, config: LoopConfig) -> Path:
 
 
 def _default_factory(config: LoopConfig) -> Callable[[str, int], Any]:
-    from ...judges.config import JudgeConfig
-
-    gen, prefs = config.generation, config.preferences
-
-    def make(model: str, iteration: int) -> Any:
-        return JudgeConfig(model=model, name=f"generator-iter{iteration - 1}", backend=config.generator_backend,
-                           engine_args=config.generator_engine_args, verdict_mode="generate",
-                           max_tokens=gen.max_tokens, temperature=prefs.temperature, seed=prefs.seed)
-
-    return make
+    return config.generator_judge  # checked once when the config was built
 
 
 def _stage_preferences(config: LoopConfig, it: Path, prompts: Path, generator: Any, cache: str | None,

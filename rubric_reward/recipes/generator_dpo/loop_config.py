@@ -19,13 +19,15 @@ from typing import Any, NamedTuple
 
 from ...generation.config import GenerationConfig
 from ...io.sections import check_fields, from_section
+from .dpo import check_settings as check_dpo_settings
 
-__all__ = ["LAUNCHERS", "DPOArgs", "HeldoutConfig", "LoopConfig", "load_loop_config", "read_config_file"]
+__all__ = ["LAUNCHERS", "DPOArgs", "HeldoutConfig", "LoopConfig", "check_judge", "load_loop_config", "read_config_file"]
 
 LAUNCHERS = ("python", "accelerate", "in_process")
 # fields that may change between a run and its resumption
 VOLATILE = ("iterations", "progress", "train_launcher", "accelerate_args", "out_dir", "config_path", "dpo_args")
 LABELLED = ("labelled:train", "labelled:heldout")
+MERGE_DTYPES = ("float32", "bfloat16", "float16")
 
 
 class DPOArgs(NamedTuple):
@@ -113,11 +115,13 @@ class LoopConfig:
     heldout: HeldoutConfig | None = field(default=None, metadata={
         "help": "HeldoutConfig fields, or null (no held-out evaluation)"})
     iterations: int = field(default=2, metadata={"help": "DPO iterations", "ge": 1})
-    out_dir: str = field(default="runs/dpo-loop", metadata={"help": "the loop folder"})
+    out_dir: str = field(default="runs/dpo-loop", metadata={"help": "the loop folder (not empty)"})
     train_launcher: str = field(default="python", metadata={
         "help": "python (a subprocess), accelerate or in_process", "choices": LAUNCHERS})
     accelerate_args: tuple[str, ...] = field(default=(), metadata={"help": "arguments of accelerate launch"})
-    merge_dtype: str | None = field(default=None, metadata={"help": "the dtype a trained adapter is merged in"})
+    merge_dtype: str | None = field(default=None, metadata={
+        "help": "the dtype a trained adapter is merged in (default: bfloat16 with CUDA, float32 without)",
+        "choices": MERGE_DTYPES})
     min_pairs: int = field(default=1, metadata={"help": "fewer preference pairs than this stops the loop", "ge": 1})
     outcome_criteria: str = field(default="all", metadata={
         "help": "outcome meta-judge: which rubric criteria score responses: all (default), checks (programmatic "
@@ -129,7 +133,7 @@ class LoopConfig:
         "help": "auto: a probe tie share at least this means no spread (checks only)", "gt": 0, "le": 1})
     seed: int | None = field(default=None, metadata={
         "help": "the run's seed: when set, it replaces preferences.seed (candidate and held-out sampling) and the "
-                "DPO seed, so one config gives independent replicates (dpo-loop --seed)"})
+                "DPO seed, so one config gives independent replicates (dpo-loop --seed)", "ge": 0, "le": 2**32 - 1})
     cache: bool = field(default=True, metadata={"help": "keep a reply cache in the loop folder"})
     progress: bool = field(default=True, metadata={"help": "show progress"})
     config_path: str | None = field(default=None, metadata={"help": "the config file (set by load_loop_config)"})
@@ -149,11 +153,17 @@ class LoopConfig:
             if not (name == "heldout" and value is None):
                 object.__setattr__(self, name, from_section(cls, value, f"loop.{name}"))
         check_fields(self, "loop")
+        if not str(self.out_dir).strip():
+            raise bad("out_dir", "is empty: name the loop folder (an empty one is the current folder)")
         if _looks_like_missing_path(str(self.generator)):
             raise bad("generator", f"names no model folder: {self.generator} does not exist")
         if self.meta_judge is None:
             raise bad("meta_judge", "is required: a judge model spec that compares rubrics")
         object.__setattr__(self, "generator_engine_args", dict(self.generator_engine_args))
+        try:
+            self.generator_judge(str(self.generator), 1)  # the generator's backend settings (engine_args)
+        except ValueError as exc:
+            raise bad("generator_engine_args", str(exc)) from None
         labelled_file = _labelled_file(self.prompts)
         if labelled_file is not None and not Path(labelled_file).is_file():
             raise bad("prompts", f"names no labelled pairs file: {labelled_file} does not exist (see "
@@ -163,12 +173,21 @@ class LoopConfig:
         if self.prompts.startswith("labelled:heldout"):
             raise bad("prompts", "is the held-out side of the labelled pairs; train on 'labelled:train'")
         object.__setattr__(self, "accelerate_args", tuple(str(a) for a in self.accelerate_args or ()))
-        _check_judge(self.meta_judge, "loop.meta_judge")
+        check_judge(self.meta_judge, "loop.meta_judge")
         if self.heldout is not None and self.heldout.judge is not None:
-            _check_judge(self.heldout.judge, "loop.heldout.judge")
+            check_judge(self.heldout.judge, "loop.heldout.judge")
         if self.outcome_criteria == "checks" and self.meta.mode != "outcome":
             raise bad("outcome_criteria", f"'checks' needs the outcome meta-judge (loop.meta.mode is "
                                           f"{self.meta.mode!r})")
+
+    def generator_judge(self, model: str, iteration: int) -> Any:
+        """The JudgeConfig that samples candidate rubrics with ``model`` in ``iteration`` (the loop's default)."""
+        from ...judges.config import JudgeConfig
+
+        gen, prefs = self.generation, self.preferences
+        return JudgeConfig(model=model, name=f"generator-iter{iteration - 1}", backend=self.generator_backend,
+                           engine_args=self.generator_engine_args, verdict_mode="generate",
+                           max_tokens=gen.max_tokens, temperature=prefs.temperature, seed=prefs.seed)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None, *, config_path: str | None = None,
@@ -219,16 +238,22 @@ def _looks_like_missing_path(ref: str) -> bool:
     return pathlike or not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", ref)
 
 
-def _check_judge(spec: Any, where: str) -> None:
-    from ...judges.config import JudgeConfig
+def check_judge(spec: Any, where: str) -> None:
+    """A judge spec read as the loop reads it (a model string, a mapping, a judge file or a list), each judge's
+    URLs http(s) and its ``max_tokens`` within :data:`~rubric_reward.generation.config.MAX_TOKENS`."""
+    from ...generation.config import MAX_TOKENS
+    from ...judges.config import JudgeConfig, load_judges
+    from ..setting_rules import check_urls
 
     try:
-        if isinstance(spec, Mapping):
-            JudgeConfig.from_dict(spec)
-        elif isinstance(spec, str) and spec.endswith((".yaml", ".yml", ".json")) and not Path(spec).is_file():
+        if isinstance(spec, str) and spec.endswith((".yaml", ".yml", ".json")) and not Path(spec).is_file():
             raise ValueError(f"no such judge config file {spec}")
-        elif not isinstance(spec, str | Mapping | list):
+        if not isinstance(spec, str | Mapping | list):
             raise ValueError(f"expected a model string, a mapping of judge fields or a judge YAML, got {spec!r}")
+        for judge in [JudgeConfig.from_dict(spec)] if isinstance(spec, Mapping) else load_judges(spec):
+            check_urls(judge.base_urls, "base_url")
+            if judge.max_tokens > MAX_TOKENS:
+                raise ValueError(f"max_tokens must be <= {MAX_TOKENS}, got {judge.max_tokens}")
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
 
@@ -287,6 +312,7 @@ def load_loop_config(path: str | Path, **overrides: Any) -> LoopConfig:
         dpo = {**dpo, "seed": seed}
     try:
         config = LoopConfig.from_dict(section, config_path=str(path.resolve()), dpo=dpo)
+        check_dpo_settings(dpo)  # the DPO stage's settings, before TRL (and torch) load
         object.__setattr__(config, "dpo_args", _parse_dpo(path, str(config.generator), config.seed))  # once, here
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None

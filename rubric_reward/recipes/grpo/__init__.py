@@ -3,9 +3,11 @@
 * :mod:`.arguments`: :class:`RecipeArguments` and the one default config path;
 * :mod:`.check`: the pre-flight check (every mistake one line, before anything heavy loads);
 * :mod:`.launch`: parse once (``TrlParser``) and run; :mod:`.builders`: splits, dataset, reward, monitor;
-* :mod:`.run`: train with TRL's ``GRPOTrainer``; :mod:`.final_report`: base vs best, IFEval transfer;
+* :mod:`.run`: train with TRL's ``GRPOTrainer``; :mod:`.report_stage`: generate and score base vs best on the
+  held-out report split, IFEval transfer; :mod:`.side_process`: generation on the CPU training leaves idle;
 * :mod:`.monitor`, :mod:`.watch`, :mod:`.hacks`: checkpoint scoring and the reward-hacking watch;
-* :mod:`.report`, :mod:`.comparison`, :mod:`.plots`, :mod:`.console`: summary, statistics, pictures, step lines;
+* :mod:`.summary`, :mod:`.seeds`, :mod:`.comparison`, :mod:`.plots`, :mod:`.console`: one run's summary, the
+  tables over seeds, statistics, pictures, step lines;
 * :mod:`.data`: AdvancedIF and prompt-set loaders and the seeded three-way split; :mod:`.vllm_sync`.
 """
 
@@ -20,9 +22,9 @@ _EXPORTS = {
     "build_dataset": "builders", "build_monitor": "builders", "build_reward": "builders",
     "build_splits": "builders", "data_format": "builders", "generation_kwargs": "builders",
     "load_splits": "builders", "reward_config": "builders",
-    "run": "run", "final_report": "final_report", "ifeval_transfer": "final_report",
-    "CheckpointMonitor": "monitor", "WatchConfig": "watch", "write_summary": "report",
-    "rebuild_summary": "report",
+    "run": "run", "run_report_stage": "report_stage", "ifeval_transfer": "report_stage",
+    "CheckpointMonitor": "monitor", "WatchConfig": "watch", "write_summary": "summary",
+    "rebuild_summary": "summary",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -6,13 +6,14 @@ then the command line; every ``GRPOConfig`` and ``ModelConfig`` field works in b
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_CONFIG", "RecipeArguments", "with_config"]
+__all__ = ["DEFAULT_CONFIG", "RecipeArguments", "recipe_rules", "with_config"]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "configs" / "grpo" / "offline_default.yaml"
 EVAL_DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -129,21 +130,14 @@ class RecipeArguments:
         from .shaping import check_shaping
 
         check_shaping(self.shaping_rewards)
-        from .data.order import TRAIN_ORDERS
-
-        if self.train_order not in TRAIN_ORDERS:
-            raise ValueError(f"train_order must be one of {', '.join(TRAIN_ORDERS)}, got {self.train_order!r}")
-        if self.generation_backend not in ("transformers", "vllm", "openai"):
-            raise ValueError(f"generation_backend must be transformers, vllm or openai, got {self.generation_backend!r}")
         if isinstance(self.side_generation, bool):  # YAML's true / false
             self.side_generation = str(self.side_generation).lower()
-        if self.side_generation not in ("auto", "true", "false"):
-            raise ValueError(f"side_generation must be auto, true or false, got {self.side_generation!r}")
-        if self.eval_dtype not in EVAL_DTYPES:
-            raise ValueError(f"eval_dtype must be one of {', '.join(EVAL_DTYPES)}, got {self.eval_dtype!r}")
-        for name in ("eval_max_new_tokens", "eval_batch_size", "bootstrap_resamples"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        from ..setting_rules import check_settings
+
+        check_settings(vars(self), recipe_rules())
+        if self.generation_backend == "openai" and not self.generation_base_url and (self.monitor or self.final_report):
+            raise ValueError("generation_backend is openai, which needs generation_base_url (the endpoint of the "
+                             "monitor's and the report's greedy completions)")
         if self.ifeval_types is not None:
             from ...checks.ifeval import get_checker
 
@@ -152,10 +146,30 @@ class RecipeArguments:
                     get_checker(name)
                 except (KeyError, ValueError):
                     raise ValueError(f"ifeval_types: {name!r} is not an IFEval instruction id") from None
-        if self.torch_threads is not None and self.torch_threads < 1:
-            raise ValueError(f"torch_threads must be positive or null, got {self.torch_threads}")
-        if self.ifeval_limit is not None and self.ifeval_limit < 1:
-            raise ValueError(f"ifeval_limit must be positive or null, got {self.ifeval_limit}")
+
+
+@functools.cache
+def recipe_rules() -> dict[str, Any]:
+    """The rules of :class:`RecipeArguments`' fields (:mod:`rubric_reward.recipes.setting_rules`): ranges, choices,
+    URLs; held by ``__post_init__`` and by the recipe's check, which adds TRL's fields."""
+    from ..setting_rules import URL, number, one_of
+    from .data.order import TRAIN_ORDERS
+
+    return {
+        "train_order": one_of(*TRAIN_ORDERS),
+        "judge_base_url": URL, "monitor_judge_base_url": URL, "second_judge_base_url": URL, "generation_base_url": URL,
+        "generation_backend": one_of("transformers", "vllm", "openai"),
+        "side_generation": one_of("auto", "true", "false"),
+        "eval_dtype": one_of(*EVAL_DTYPES),
+        "torch_threads": number(int, ge=1, optional=True),
+        "eval_max_new_tokens": number(int, ge=1),
+        "eval_batch_size": number(int, ge=1),
+        "bootstrap_resamples": number(int, ge=1),
+        "confidence": number(gt=0, lt=1),
+        "ifeval_limit": number(int, ge=1, optional=True),
+        "ifeval_seed": number(int),
+        "ifeval_max_new_tokens": number(int, ge=1, optional=True),
+    }
 
 
 def with_config(argv: Sequence[str] | None = None, default_config: str | Path | None = None) -> list[str]:

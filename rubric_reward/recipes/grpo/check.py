@@ -6,8 +6,12 @@ transformers or TRL's trainer config, and finds
 
 * a config file that is missing, not UTF-8, not YAML or not a mapping;
 * keys no dataclass of the parser has (with the closest one), and values of the wrong simple type;
-* what the recipe's own parts reject when built: ``RecipeArguments``, the reward (``RewardConfig``, its judges,
-  a fixed rubric file), the judge gate's ``qualify:`` section, the data (loader options, the file, its rows and columns, the split sizes) and a
+* values out of range: every field of :func:`setting_rules` (TRL's and transformers' training fields, the LoRA
+  fields, the recipe's own: ``beta`` >= 0, ``learning_rate`` > 0 and finite, ``confidence`` in (0, 1), URLs, ...),
+  which TrlParser would take and the trainer, PEFT or the monitor would fail on (or, for ``beta``, train with);
+* what the recipe's own parts reject when built: ``RecipeArguments``, the reward (``RewardConfig``, its judges
+  and their URLs, a fixed rubric file), the judge gate's ``qualify:`` section, the data (loader options, the file,
+  its rows and columns, the split sizes) and a
   local policy path that does not exist, and a ``resume_from_checkpoint`` path cut off mid-save.
 
 Each raises :class:`ConfigError`, whose message names where the value came from (the file, or the command
@@ -35,7 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CheckedConfig", "ConfigError", "check_arguments", "one_line_parser", "parser_errors", "parser_fields"]
+__all__ = ["CheckedConfig", "ConfigError", "check_arguments", "one_line_parser", "parser_errors", "parser_fields",
+           "setting_rules"]
 
 COMMAND_LINE = "command line"
 # GRPOConfig and the classes it extends, as (package, file in the package, class); subclasses first.
@@ -247,6 +252,54 @@ def _reward_fields() -> set[str]:
     return {f.name for f in dataclasses.fields(RewardConfig)}
 
 
+# ------------------------------------------------------------------------------------------ the rules
+
+
+@functools.cache
+def setting_rules() -> dict[str, Any]:
+    """Field -> :class:`~rubric_reward.recipes.setting_rules.Rule` for every setting of the recipe that has a range,
+    choices or a form: transformers' training fields, the LoRA fields, ``GRPOConfig``'s own and the recipe's."""
+    from ..setting_rules import MODEL, TRAINING, URL, number, numbers, one_of
+    from .arguments import recipe_rules
+
+    grpo = {  # GRPOConfig fields (TRL 1.16) that TRL takes without a range check
+        "beta": number(ge=0),  # the KL coefficient: negative rewards drifting from the reference model
+        "temperature": number(gt=0),
+        "top_p": number(gt=0, le=1),
+        "top_k": number(int, ge=0),
+        "min_p": number(ge=0, le=1, optional=True),
+        "repetition_penalty": number(gt=0),
+        "num_generations": number(int, ge=2, optional=True),
+        "num_generations_eval": number(int, ge=1, optional=True),
+        "max_completion_length": number(int, ge=1, optional=True),
+        "generation_batch_size": number(int, ge=1, optional=True),
+        "steps_per_generation": number(int, ge=1, optional=True),
+        "num_iterations": number(int, ge=1),
+        "epsilon": number(gt=0),
+        "epsilon_high": number(gt=0, optional=True),
+        "delta": number(gt=0, optional=True),
+        "loss_type": one_of("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"),
+        "importance_sampling_level": one_of("token", "sequence"),
+        "scale_rewards": one_of("group", "batch", "none"),
+        "multi_objective_aggregation": one_of("sum_then_normalize", "normalize_then_sum"),
+        "reward_weights": numbers(optional=True),
+        "top_entropy_quantile": number(ge=0, le=1),
+        "ref_model_mixup_alpha": number(ge=0, le=1),
+        "ref_model_sync_steps": number(int, ge=1),
+        "vllm_mode": one_of("server", "colocate"),
+        "vllm_importance_sampling_mode": one_of("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"),
+        "vllm_gpu_memory_utilization": number(gt=0, le=1),
+        "vllm_tensor_parallel_size": number(int, ge=1),
+        "vllm_max_model_length": number(int, ge=1, optional=True),
+        "vllm_server_base_url": URL,
+        "vllm_server_port": number(int, ge=1, le=65535),
+        "vllm_group_port": number(int, ge=1, le=65535),
+        "vllm_server_timeout": number(gt=0),
+        "num_completions_to_print": number(int, ge=0, optional=True),
+    }
+    return {**TRAINING, **MODEL, **grpo, **recipe_rules()}
+
+
 # ------------------------------------------------------------------------------------------ the check
 
 
@@ -280,6 +333,7 @@ def check_arguments(argv: Sequence[str]) -> CheckedConfig | None:
     if "env" in settings and not isinstance(settings["env"], Mapping):
         raise ConfigError(f"{where['env']}: env: expected a mapping of environment variables")
     checked = CheckedConfig(config=path, settings=settings, where=where)
+    _check_rules(checked)
     recipe = _recipe(checked)
     _check_reward(recipe, checked)
     _check_qualify(recipe, checked)
@@ -305,6 +359,16 @@ def _fail(checked: CheckedConfig, keys: Sequence[str], exc: BaseException) -> Co
     return ConfigError(f"{where}: {message}" if said else f"{where}: {key}: {message}")
 
 
+def _check_rules(checked: CheckedConfig) -> None:
+    """Every setting against :func:`setting_rules` (ranges, NaN, signs, choices, URLs, folders)."""
+    from ..setting_rules import SettingError, check_settings
+
+    try:
+        check_settings(checked.settings, setting_rules())
+    except SettingError as exc:
+        raise ConfigError(f"{checked.where.get(exc.field, checked.config)}: {exc}") from None
+
+
 def _recipe(checked: CheckedConfig) -> Any:
     from .arguments import RecipeArguments
 
@@ -318,7 +382,9 @@ def _recipe(checked: CheckedConfig) -> Any:
 
 
 def _check_reward(recipe: Any, checked: CheckedConfig) -> None:
-    """Build each reward the run builds (training judge, monitor judge, second judge) and close it."""
+    """Build each reward the run builds (training judge, monitor judge, second judge), check its judges' URLs and
+    close it."""
+    from ..setting_rules import check_urls
     from .builders import build_monitor_reward, build_reward, build_second_reward, has_monitor_judge, has_second_judge
 
     judges = [(build_reward, ("reward_config", "judge", "judge_base_url", "rubric"))]
@@ -328,9 +394,17 @@ def _check_reward(recipe: Any, checked: CheckedConfig) -> None:
         judges.append((build_second_reward, ("second_judge", "second_judge_base_url")))
     for build, keys in judges:
         try:
-            build(recipe).close()
+            reward = build(recipe)
         except (TypeError, ValueError, OSError) as exc:
             raise _fail(checked, _reward_keys(str(exc), keys), exc) from None
+        try:
+            for judge in reward.config.judge_configs():
+                check_urls(judge.base_urls or (), "base_url")
+        except ValueError as exc:  # a judge mapping or file with a base_url that is no http(s) URL
+            raise _fail(checked, [k for k in keys if "judge" in k and "base_url" not in k] + ["reward_config"],
+                        exc) from None
+        finally:
+            reward.close()
 
 
 def _check_qualify(recipe: Any, checked: CheckedConfig) -> None:

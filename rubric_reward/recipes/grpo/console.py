@@ -23,6 +23,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from .summary import SummarySettings
+
 __all__ = ["LOG_FILE", "NO_JUDGE_NOTE", "StepLog", "final_lines", "quiet_libraries", "step_line", "use_step_log"]
 
 LOG_FILE = "train_log.jsonl"
@@ -126,7 +128,7 @@ def use_step_log(trainer: Any, output_dir: str | Path, reward_name: str = "rubri
 
 def _regressions(summary: dict[str, Any], run_dir: Path) -> list[str]:
     """Where the trained model is worse, with an interval or a Holm-adjusted test behind it."""
-    alpha = 1 - float((summary.get("settings") or {}).get("confidence", 0.95))
+    alpha = SummarySettings.of(summary).alpha
     out = []
     for judge, c in (summary.get("report") or {}).items():
         ci = c.get("difference") or {}

@@ -17,7 +17,7 @@ training judge; a second judge family shows judge coupling), and
   judge, when the monitor's own reward is a second judge) every checkpoint is scored by both, and each
   record carries ``watch``, the flags raised at it; ``watch.stop_after`` flagged checkpoints stop training.
 
-With a side process (:mod:`.side_generation`, ``side``) a checkpoint's completions are generated there while
+With a side process (:mod:`.side_process`, ``side``) a checkpoint's completions are generated there while
 training goes on, and the checkpoint is scored at the first step end after they are ready (at the latest when
 training ends), in step order; not when ``watch.stop_after`` needs the flags at the save itself, nor with
 ``save_total_limit`` (rotation could delete the checkpoint first). The texts are the same either way, and
@@ -133,7 +133,7 @@ class CheckpointMonitor(TrainerCallback):
     :class:`~rubric_reward.rl.RubricReward` (its ``score_batch`` judges); ``model`` the base policy reference;
     ``generation`` the keyword arguments for :func:`~rubric_reward.evaluation.rollouts.generate_responses`
     (``max_new_tokens``, ``batch_size``, ``backend``, ``base_url``); ``side`` a
-    :class:`~.side_generation.SideGenerator` that generates them beside training.
+    :class:`~.side_process.SideGenerator` that generates them beside training.
     """
 
     def __init__(self, rows: Sequence[Mapping[str, Any]], *, reward: Any, model: str, output_dir: str | Path,

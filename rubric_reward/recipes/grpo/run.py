@@ -10,7 +10,8 @@
    judge card; ``on_fail: stop`` ends the run before training);
 5. trains, resuming with ``resume_from_checkpoint`` (``true``/``last``: the newest *complete* checkpoint,
    :mod:`.checkpoints`; one already at ``max_steps`` is not trained further: the run finishes from it);
-6. writes the final report (:func:`~.final_report.final_report`): ``summary.md`` + ``summary.json`` (with the
+6. runs the report stage (:func:`~.report_stage.run_report_stage`): generates and scores the base and best
+   checkpoint's completions on the held-out report split, then writes ``summary.md`` + ``summary.json`` (with the
    judge card).
 """
 
@@ -24,8 +25,8 @@ from typing import Any
 from .arguments import RecipeArguments
 from .builders import build_dataset, build_monitor, build_reward, build_splits, reward_funcs, train_rows
 from .checkpoints import STATE_FILE, resume_checkpoint, trained_steps
-from .final_report import final_report
 from .ranks import is_main_process, say
+from .report_stage import run_report_stage
 
 __all__ = ["run"]
 
@@ -93,21 +94,21 @@ def _finish_without_training(trainer: Any, checkpoint: str, monitor: Any, traini
 
 def _start_side(recipe: RecipeArguments, training: Any, model: Any, splits: Any, threads: int) -> Any:
     """The side process generating the monitor's and the report's completions beside training
-    (:mod:`.side_generation`), when wanted; the base model's report completions are queued at once."""
+    (:mod:`.side_process`), when wanted; the base model's report completions are queued at once."""
     from ...util.threads import available_cpus
-    from . import side_generation
+    from . import side_process
 
     if not ((recipe.final_report or recipe.monitor) and is_main_process()):
         return None
     on_cpu = bool(training.use_cpu) or not _has_accelerator()
-    if not side_generation.wanted(recipe.side_generation, backend=recipe.generation_backend, on_cpu=on_cpu,
-                                  world_size=int(os.environ.get("WORLD_SIZE", "1") or 1), threads=threads,
-                                  cpus=available_cpus()):
+    if not side_process.wanted(recipe.side_generation, backend=recipe.generation_backend, on_cpu=on_cpu,
+                               world_size=int(os.environ.get("WORLD_SIZE", "1") or 1), threads=threads,
+                               cpus=available_cpus()):
         return None
     from ...io.models import resolve_model
-    from .final_report import base_jobs
+    from .report_stage import base_jobs
 
-    side = side_generation.SideGenerator.start(training.output_dir, threads)
+    side = side_process.SideGenerator.start(training.output_dir, threads)
     say(f"[grpo] side process (pid {side.process.pid}, nice 10): generates the monitor's and the report's "
         "greedy completions on the CPU training leaves idle")
     if recipe.final_report:
@@ -122,7 +123,7 @@ def _report_ahead(recipe: RecipeArguments, model: Any, splits: Any, side: Any) -
     gives way to the monitor's, and replaces the previous best's), so that the report of a best that is not the
     last checkpoint finds them generated."""
     from ...io.models import resolve_model
-    from .final_report import base_jobs, best_report_job, cancel_other_bests
+    from .report_stage import base_jobs, best_report_job, cancel_other_bests
 
     policy = resolve_model(model.model_name_or_path)  # the path the report generates with
     job = base_jobs(recipe, policy, splits).get("report")
@@ -231,8 +232,8 @@ def run(recipe: RecipeArguments, training: Any, model: Any, *, splits: Any = Non
     release_freed_memory()  # training's kept heap goes back before the report loads its models
     summary = None
     if recipe.final_report and is_main:
-        summary = final_report(recipe, training, model, splits, train_seconds=train_seconds, model_ref=model_ref,
-                               side=side)
+        summary = run_report_stage(recipe, training, model, splits, train_seconds=train_seconds,
+                                   model_ref=model_ref, side=side)
     if side is not None:
         side.close()
     if summary is not None and card is not None:

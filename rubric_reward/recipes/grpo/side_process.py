@@ -1,4 +1,4 @@
-"""Greedy completions generated in a side process, on the CPU a training run leaves idle.
+"""The side process: a child process that generates greedy completions on the CPU a training run leaves idle.
 
 A run under ``accelerate launch`` trains on one torch thread, so on a 2-core machine one core idles while the
 policy trains. :class:`SideGenerator` is a child process that generates there what the run would otherwise
@@ -7,7 +7,7 @@ generate itself, one job after another:
 * the monitor's selection completions of each saved checkpoint (training goes on; the monitor scores them when
   they are ready, :class:`~.monitor.CheckpointMonitor`);
 * the base model's report and IFEval completions, which training cannot change, and the best checkpoint's IFEval
-  completions while the report generates its report-split completions (:mod:`.final_report`);
+  completions while the report generates its report-split completions (:mod:`.report_stage`);
 * speculative jobs (``yields``): a new best checkpoint's report completions while training goes on. They give way,
   at a batch boundary, to any other job that arrives (the monitor's next checkpoint does not wait behind a report
   that a later best may make useless), resume where they stopped, and end at once when cancelled.

@@ -1,10 +1,12 @@
-"""The final report of a rubric-reward RL run: base vs best checkpoint, judged on a split never used for picking.
+"""One GRPO run's summary: what summary.json / summary.md / summary.html hold, how they are written and rebuilt.
 
-:func:`write_summary` writes ``summary.md``, ``summary.json`` and ``summary.html`` (plots embedded) plus PNG
-plots into the run folder. ``summary.md`` opens with one sentence a newcomer can read (what was trained, the
-report-split change with its interval and p-value, what got significantly worse, the IFEval change, and whether
-each is distinguishable from zero), a line with the run's conditions (seed, torch threads, dtype, bfloat16
-kernels, CPU model, torch / transformers / trl / peft versions: ``environment`` in summary.json), then:
+The report stage (:mod:`.report_stage`) hands :func:`write_summary` the report split's rows (:func:`report_row`,
+base vs best checkpoint, judged on a split never used for picking); it writes ``summary.md``, ``summary.json``
+and ``summary.html`` (plots embedded) plus PNG plots into the run folder. ``summary.md`` opens with one sentence a
+newcomer can read (:func:`headline`: what was trained, the report-split change with its interval and p-value,
+what got significantly worse, the IFEval change, and whether each is distinguishable from zero), a line with the
+run's conditions (seed, torch threads, dtype, bfloat16 kernels, CPU model, torch / transformers / trl / peft
+versions: ``environment`` in summary.json), then:
 
 * **Report split** (the final test; never used for selection): per judge, base and best means with bootstrap
   intervals, the paired interval of the difference, the paired Wilcoxon test (the variant that ran is named),
@@ -17,19 +19,17 @@ kernels, CPU model, torch / transformers / trl / peft versions: ``environment`` 
 * **Selection split**: every checkpoint looked at against the base, with Holm-adjusted p-values.
 * **IFEval transfer** (optional): ``rubric_reward.evaluation.ifeval_report``'s comparison, per instruction type.
 
-Its input is the rows of ``report_completions.jsonl`` (:func:`report_row`), so :func:`rebuild_summary` (and
-``python -m rubric_reward.recipes.grpo.report RUN_DIR``) writes the same summary again from the run folder.
-Undefined statistics are ``None`` in JSON and "n/a" in Markdown, never NaN.
-
-Seed sweeps (``benchmarks/main_job_seeds.py``): :func:`seed_result` recomputes one seed's row from its
-``report_completions.jsonl`` and :func:`write_seeds_summary` writes ``seeds_summary.{md,json}`` with the pooled
-result (:func:`pool_seed_results`: a t-interval over the seeds' mean differences).
+Its input is the rows of ``report_completions.jsonl``, so :func:`rebuild_summary` (and
+``python -m rubric_reward.recipes.grpo.summary RUN_DIR``) writes the same summary again from the run folder. The
+statistics' settings (:class:`SummarySettings`) are made once and recorded under ``settings``. Undefined
+statistics are ``None`` in JSON and "n/a" in Markdown, never NaN. Tables over several seeds: :mod:`.seeds`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +39,43 @@ from .comparison import compare_paired, load_selection_scores, record_length, se
 from .hacks import hack_indicators
 from .plots import plot_monitor, plot_score_distributions
 
-__all__ = ["REPORT_FILE", "compare_paired", "criterion_table", "environment_line", "headline", "plot_monitor",
-           "pool_seed_results", "read_report_rows", "rebuild_summary", "regression_clause", "regressions", "report_row",
-           "seed_result", "seeds_markdown", "selection_table", "write_seeds_summary", "write_summary"]
+__all__ = ["REPORT_FILE", "SummarySettings", "build_summary", "ci_bounds", "criterion_table", "environment_line",
+           "headline", "judge_comparison", "judge_tables", "read_report_rows", "read_summary", "rebuild_summary",
+           "regression_clause", "regressions", "report_judges", "report_row", "signed", "write_summary"]
 
 REPORT_FILE = "report_completions.jsonl"
+SUMMARY_FILE = "summary.json"
 SYSTEMS = ("base", "best")
+
+
+@dataclass(frozen=True)
+class SummarySettings:
+    """The statistics' settings of one summary, made once: the ``confidence`` of every interval, the bootstrap
+    ``resamples`` and its ``seed``; ``alpha`` (1 - confidence: what a test's p must stay under) and ``level``
+    (the confidence in whole percent, as the Markdown says it) are derived here only."""
+
+    confidence: float = 0.95
+    resamples: int = 2000
+    seed: int = 0
+
+    @property
+    def alpha(self) -> float:
+        return 1 - self.confidence
+
+    @property
+    def level(self) -> int:
+        return round(100 * self.confidence)
+
+    @classmethod
+    def of(cls, summary: Mapping[str, Any]) -> SummarySettings:
+        """The settings a summary (or a seed's row) recorded under ``settings``; the defaults for what it lacks."""
+        recorded = summary.get("settings") or {}
+        return cls(confidence=recorded.get("confidence", 0.95), resamples=recorded.get("bootstrap_resamples", 2000),
+                   seed=recorded.get("seed", 0))
+
+    def numbers(self) -> dict[str, Any]:
+        """The settings as ``summary.json`` records them."""
+        return {"bootstrap_resamples": self.resamples, "confidence": self.confidence, "seed": self.seed}
 
 
 # ------------------------------------------------------------------------------------------- report rows
@@ -77,6 +108,20 @@ def read_report_rows(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
+def read_summary(run_dir: str | Path) -> dict[str, Any]:
+    """A run folder's ``summary.json`` ({} when there is none)."""
+    path = Path(run_dir) / SUMMARY_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def report_judges(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The judges that scored the rows, in order of first appearance (the first is the training judge)."""
+    judges: list[str] = []
+    for r in rows:
+        judges += [j for j in r["scores"] if j not in judges]
+    return judges
+
+
 def _column(rows: Sequence[Mapping[str, Any]], *keys: str) -> list[Any]:
     out = []
     for r in rows:
@@ -88,13 +133,15 @@ def _column(rows: Sequence[Mapping[str, Any]], *keys: str) -> list[Any]:
 
 
 # ------------------------------------------------------------------------------------------- the numbers
-def _judge_comparison(rows: Sequence[Mapping[str, Any]], judge: str, metric: str, n_resamples: int,
-                      confidence: float, seed: int) -> dict[str, Any]:
+def judge_comparison(rows: Sequence[Mapping[str, Any]], judge: str, metric: str,
+                     settings: SummarySettings) -> dict[str, Any]:
+    """One judge's base vs best on the rows (:func:`~.comparison.compare_paired`), with the perfect counts of the
+    plain score when the rows carry them."""
     c = compare_paired(_column(rows, "scores", judge, "base"), _column(rows, "scores", judge, "best"),
                        metric=metric, base_lengths=_column(rows, "tokens", "base"),
                        best_lengths=_column(rows, "tokens", "best"),
                        base_texts=_column(rows, "completions", "base"), best_texts=_column(rows, "completions", "best"),
-                       n_resamples=n_resamples, confidence=confidence, seed=seed)
+                       n_resamples=settings.resamples, confidence=settings.confidence, seed=settings.seed)
     for system in SYSTEMS:
         flags = _column(rows, "perfect", judge, system)
         if any(f is not None for f in flags):  # the plain score's perfect count (metric may be expected_score)
@@ -102,14 +149,15 @@ def _judge_comparison(rows: Sequence[Mapping[str, Any]], judge: str, metric: str
     return c
 
 
-def _strata(rows: Sequence[Mapping[str, Any]], judge: str, metric: str, confidence: float, seed: int
+def _strata(rows: Sequence[Mapping[str, Any]], judge: str, metric: str, settings: SummarySettings
             ) -> list[dict[str, Any]]:
     """Per benchmark (instruction type): base and best means, the difference and better/worse/tied."""
     names = sorted({str(r.get("benchmark")) for r in rows if r.get("benchmark") is not None})
+    per_type = replace(settings, resamples=1000)  # many small tables: fewer resamples than the headline's
     out = []
     for name in names if len(names) > 1 else []:
         part = [r for r in rows if str(r.get("benchmark")) == name]
-        c = _judge_comparison(part, judge, metric, 1000, confidence, seed)
+        c = judge_comparison(part, judge, metric, per_type)
         out.append({"benchmark": name, "n": c["n"], "base": c["base"]["mean"], "best": c["best"]["mean"],
                     "difference": c["difference"], "improved": c["improved"], "worse": c["worse"],
                     "tied": c["tied"], "pvalue": (c["wilcoxon"] or {}).get("pvalue"), "pvalue_holm": None})
@@ -158,11 +206,26 @@ def criterion_table(rows: Sequence[Mapping[str, Any]], judge: str) -> list[dict[
     return out
 
 
-def regressions(summary: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def judge_tables(rows: Sequence[Mapping[str, Any]], judge: str, metric: str,
+                 settings: SummarySettings) -> dict[str, Any]:
+    """The training judge's tables, as ``summary.json`` keys: ``report_by_type`` (per instruction type, Holm
+    across types), ``report_by_criterion`` (:func:`criterion_table`) and ``hacking`` (the reward-hacking
+    indicators of :func:`~.hacks.hack_indicators`)."""
+    return {"report_by_type": _strata(rows, judge, metric, settings),
+            "report_by_criterion": criterion_table(rows, judge),
+            "hacking": hack_indicators(_column(rows, "prompt"), _column(rows, "completions", "base"),
+                                       _column(rows, "completions", "best"),
+                                       best_scores=_column(rows, "scores", judge, "best"),
+                                       base_lengths=_column(rows, "tokens", "base"),
+                                       best_lengths=_column(rows, "tokens", "best"))}
+
+
+def regressions(summary: Mapping[str, Any], settings: SummarySettings | None = None
+                ) -> dict[str, list[dict[str, Any]]]:
     """What got significantly worse on the report split: instruction types whose mean difference is negative
     with a Holm-adjusted (across types) Wilcoxon p below 1 - confidence, and criteria whose pass count fell
-    with a Holm-adjusted (across criteria) McNemar p below it."""
-    alpha = 1 - summary["settings"]["confidence"]
+    with a Holm-adjusted (across criteria) McNemar p below it. ``settings``: the summary's own by default."""
+    alpha = (settings or SummarySettings.of(summary)).alpha
     types = [s for s in summary.get("report_by_type") or []
              if (s.get("difference") or {}).get("estimate") is not None and s["difference"]["estimate"] < 0
              and s.get("pvalue_holm") is not None and s["pvalue_holm"] < alpha]
@@ -172,26 +235,13 @@ def regressions(summary: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return {"types": types, "criteria": criteria}
 
 
-def _hacks(rows: Sequence[Mapping[str, Any]], judge: str) -> dict[str, Any]:
-    return hack_indicators(_column(rows, "prompt"), _column(rows, "completions", "base"),
-                           _column(rows, "completions", "best"), best_scores=_column(rows, "scores", judge, "best"),
-                           base_lengths=_column(rows, "tokens", "base"), best_lengths=_column(rows, "tokens", "best"))
-
-
-def _judges(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    judges: list[str] = []
-    for r in rows:
-        judges += [j for j in r["scores"] if j not in judges]
-    return judges
-
-
 def build_summary(run_dir: Path, rows: Sequence[Mapping[str, Any]], *, monitor: Sequence[Mapping[str, Any]],
                   best: Mapping[str, Any] | None, metric: str, looked_at: int | None,
-                  ifeval: Mapping[str, Any] | None, splits: Mapping[str, int] | None, n_resamples: int,
-                  confidence: float, seed: int, meta: Mapping[str, Any] | None) -> dict[str, Any]:
+                  ifeval: Mapping[str, Any] | None, splits: Mapping[str, int] | None, settings: SummarySettings,
+                  meta: Mapping[str, Any] | None) -> dict[str, Any]:
     """``summary.json``'s content (everything the Markdown says, as numbers)."""
-    judges = _judges(rows)
-    comparisons = {j: _judge_comparison(rows, j, metric, n_resamples, confidence, seed) for j in judges}
+    judges = report_judges(rows)
+    comparisons = {j: judge_comparison(rows, j, metric, settings) for j in judges}
     selection = selection_table(monitor, load_selection_scores(run_dir, monitor))
     m = looked_at if looked_at is not None else selection["looked_at"]
     for c in comparisons.values():
@@ -199,11 +249,10 @@ def build_summary(run_dir: Path, rows: Sequence[Mapping[str, Any]], *, monitor: 
         c["pvalue_bound_over_looked_at"] = None if p is None or not m else min(1.0, m * p)
     summary = {
         "metric": metric, "best": dict(best or {"step": selection["best_step"]}), "splits": dict(splits or {}),
-        "report": comparisons, "report_by_type": _strata(rows, judges[0], metric, confidence, seed),
-        "report_by_criterion": criterion_table(rows, judges[0]),
-        "hacking": _hacks(rows, judges[0]), "checkpoints_looked_at": m, "selection": selection,
-        "ifeval": _ifeval(run_dir, ifeval, n_resamples, confidence, seed) if ifeval else None,
-        "settings": {"bootstrap_resamples": n_resamples, "confidence": confidence, "seed": seed,
+        "report": comparisons, **judge_tables(rows, judges[0], metric, settings),
+        "checkpoints_looked_at": m, "selection": selection,
+        "ifeval": _ifeval(run_dir, ifeval, settings) if ifeval else None,
+        "settings": {**settings.numbers(),
                      "difference": "best - base", "selection_adjustment": "holm",
                      "ties": "identical completions, or scores within 1e-9; differences in exact arithmetic",
                      "by_type_adjustment": "holm across types", "by_criterion_test": "exact McNemar, holm across "
@@ -211,7 +260,7 @@ def build_summary(run_dir: Path, rows: Sequence[Mapping[str, Any]], *, monitor: 
         "meta": dict(meta or {}),
         "environment": dict((meta or {}).get("environment") or {}),
     }
-    summary["regressions"] = regressions(summary)
+    summary["regressions"] = regressions(summary, settings)
     summary["headline"] = headline(summary)
     return summary
 
@@ -226,8 +275,8 @@ def headline(summary: Mapping[str, Any]) -> str:
     """The summary's first sentence: what was trained, the report-split change (interval, p-value) and the
     IFEval change, each said to be distinguishable from zero or not."""
     meta, splits, metric = summary.get("meta") or {}, summary.get("splits") or {}, summary["metric"]
-    level = int(round(100 * summary["settings"]["confidence"]))
-    alpha = 1 - summary["settings"]["confidence"]
+    settings = SummarySettings.of(summary)
+    level, alpha = settings.level, settings.alpha
     steps = f" for {meta['max_steps']} steps" if meta.get("max_steps") else ""
     data = f" on {splits['train']} training prompts" if splits.get("train") else ""
     data += f" ({meta['dataset']})" if meta.get("dataset") else ""
@@ -240,7 +289,7 @@ def headline(summary: Mapping[str, Any]) -> str:
         verdict = "a difference distinguishable from zero" if _distinguishable(ci, p, alpha) \
             else "not distinguishable from zero"
         text += (f"On the {c['n']} held-out report prompts its mean {metric} went from {_fmt(c['base']['mean'])} "
-                 f"to {_fmt(c['best']['mean'])} ({_signed(ci['estimate'])}, {level}% CI {_ci_bounds(ci)}, "
+                 f"to {_fmt(c['best']['mean'])} ({signed(ci['estimate'])}, {level}% CI {ci_bounds(ci)}, "
                  f"Wilcoxon p = {_p(p)}: {verdict}; {c['improved']} better, {c['worse']} worse, {c['tied']} tied)"
                  f"{regression_clause(summary)}.")
     ifeval = summary.get("ifeval")
@@ -252,7 +301,7 @@ def headline(summary: Mapping[str, Any]) -> str:
             else "not distinguishable from zero"
         text += (f" On {ifeval.get('num_prompts', 'n/a')} IFEval prompts, strict prompt-level accuracy went from "
                  f"{100 * lv['base']:.1f}% to {100 * lv['trained']:.1f}% ({pts['estimate']:+.1f} points, "
-                 f"{level}% CI {_ci_bounds(pts, 1)}: {verdict}).")
+                 f"{level}% CI {ci_bounds(pts, 1)}: {verdict}).")
     flags = (summary.get("hacking") or {}).get("flags") or []
     if flags:
         text += " Caution, signs of reward hacking: " + "; ".join(flags) + "."
@@ -263,7 +312,7 @@ def regression_clause(summary: Mapping[str, Any]) -> str:
     """``", but bullets got worse: -0.344 [-0.52, -0.17] (Holm p 0.003)"`` for what :func:`regressions`
     found (types first, then criteria), or ``""``."""
     found = summary.get("regressions") or regressions(summary)
-    parts = [f"{s['benchmark']} got worse: {_signed(s['difference']['estimate'])} {_ci_bounds(s['difference'])} "
+    parts = [f"{s['benchmark']} got worse: {signed(s['difference']['estimate'])} {ci_bounds(s['difference'])} "
              f"(Holm p {_p(s['pvalue_holm'])})" for s in found["types"]]
     parts += [f"criterion {c['criterion']} got worse: passed {c['base_passed']}/{c['n']} -> "
               f"{c['best_passed']}/{c['n']} (McNemar, Holm p {_p(c['pvalue_holm'])})" for c in found["criteria"]]
@@ -271,16 +320,17 @@ def regression_clause(summary: Mapping[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------------------------------- IFEval
-def _ifeval(out: Path, ifeval: Mapping[str, Any], n_resamples: int, confidence: float, seed: int) -> dict[str, Any]:
+def _ifeval(out: Path, ifeval: Mapping[str, Any], settings: SummarySettings) -> dict[str, Any]:
     """The IFEval input as comparison.json's content plus where its files are, and per-type counts."""
     from ...evaluation import write_comparison
 
     if "comparison" not in ifeval and {"base", "trained"} <= set(ifeval):
         folder = out / "ifeval"
-        write_comparison(folder, ifeval["base"], ifeval["trained"], n_resamples=n_resamples, confidence=confidence,
-                         seed=seed)
+        write_comparison(folder, ifeval["base"], ifeval["trained"], n_resamples=settings.resamples,
+                         confidence=settings.confidence, seed=settings.seed)
         data = json.loads((folder / "comparison.json").read_text(encoding="utf-8"))
-        info = {"dir": str(folder), "num_prompts": ifeval["base"].summary("strict").prompt_level.total, "seed": seed}
+        info = {"dir": str(folder), "num_prompts": ifeval["base"].summary("strict").prompt_level.total,
+                "seed": settings.seed}
     elif "comparison" in ifeval:
         data, info = ifeval["comparison"], {k: v for k, v in ifeval.items() if k != "comparison"}
     else:
@@ -337,11 +387,13 @@ def _fmt(x: Any, digits: int = 3) -> str:
     return fmt(x, digits)
 
 
-def _signed(v: float | None, digits: int = 3) -> str:
+def signed(v: float | None, digits: int = 3) -> str:
+    """A number with its sign (``+0.125``), "n/a" for None."""
     return fmt(v, digits, signed=True)
 
 
-def _ci_bounds(ci: Mapping[str, Any], digits: int = 3) -> str:
+def ci_bounds(ci: Mapping[str, Any], digits: int = 3) -> str:
+    """An interval's bounds, signed: ``[-0.052, +0.170]``, or ``[n/a]``."""
     return "[n/a]" if ci.get("low") is None else \
         f"[{fmt(ci['low'], digits, signed=True)}, {fmt(ci['high'], digits, signed=True)}]"
 
@@ -356,18 +408,17 @@ def _perfect(rec: Mapping[str, Any]) -> str:
     return f"{rec['perfect']}/{rec['n']}" if rec.get("n") is not None else str(rec["perfect"])
 
 
-def _report_blocks(summary: Mapping[str, Any], plots: Mapping[str, str], B: Any) -> list[Any]:
+def _report_blocks(summary: Mapping[str, Any], settings: SummarySettings, plots: Mapping[str, str],
+                   B: Any) -> list[Any]:
     metric, m = summary["metric"], summary["checkpoints_looked_at"]
-    settings = summary["settings"]
-    level = int(round(100 * settings["confidence"]))
     comparisons = summary["report"]
     first = next(iter(comparisons.values()))
     variant = (first["wilcoxon"] or {}).get("variant", "Wilcoxon signed-rank: not run (no complete pairs)")
     blocks = [B.Heading(2, "Report split: base vs best"), B.Para(
         f"The report split was never used to pick the checkpoint, so its p-value needs no correction for the pick. "
         f"Scores are the reward's `{metric}` per prompt (greedy completions); difference = best - base over prompts "
-        f"both systems got scored; {level}% bootstrap intervals ({settings['bootstrap_resamples']} resamples, seed "
-        f"{settings['seed']}). Ties: identical completions, or scores within 1e-9. Test: {variant}. \"bound\" = "
+        f"both systems got scored; {settings.level}% bootstrap intervals ({settings.resamples} resamples, "
+        f"seed {settings.seed}). Ties: identical completions, or scores within 1e-9. Test: {variant}. \"bound\" = "
         f"min(1, {m} x p), what Holm would give the smallest of {m} p-values: the correction the result would "
         "need had the checkpoint been picked on this split.")]
     rows = []
@@ -383,7 +434,7 @@ def _report_blocks(summary: Mapping[str, Any], plots: Mapping[str, str], B: Any)
     if len(comparisons) > 1:
         gaps = {j: (c["difference"] or {}).get("estimate") for j, c in comparisons.items()}
         blocks.append(B.Para("Judges on the same completions: " + ", ".join(
-            f"`{j}` sees {_signed(g)}" for j, g in gaps.items()) + ". A gain that only the training judge sees is "
+            f"`{j}` sees {signed(g)}" for j, g in gaps.items()) + ". A gain that only the training judge sees is "
             "coupling to that judge."))
     strata = summary.get("report_by_type") or []
     if strata:
@@ -393,17 +444,17 @@ def _report_blocks(summary: Mapping[str, Any], plots: Mapping[str, str], B: Any)
             [[s["benchmark"], str(s["n"]), _fmt(s["base"]), _fmt(s["best"]), _ci_text(s["difference"], signed=True),
               f"{s['improved']}/{s['worse']}/{s['tied']}", _p(s["pvalue"]), _p(s.get("pvalue_holm"))]
              for s in strata])]
-    blocks += _criterion_blocks(summary, B)
+    blocks += _criterion_blocks(summary, settings, B)
     blocks += _hack_blocks(summary["hacking"], first["n"], B)
     blocks.append(B.Image(plots["scores"], "report-split score distributions, base vs best"))
     return blocks
 
 
-def _criterion_blocks(summary: Mapping[str, Any], B: Any) -> list[Any]:
+def _criterion_blocks(summary: Mapping[str, Any], settings: SummarySettings, B: Any) -> list[Any]:
     table = summary.get("report_by_criterion") or []
     if not table:
         return []
-    alpha = 1 - summary["settings"]["confidence"]
+    alpha = settings.alpha
     moved = [c for c in table if c["pvalue_holm"] is not None and c["pvalue_holm"] < alpha and c["b"] != c["c"]]
     drivers = ("Changed significantly after Holm: " + ", ".join(
         f"{c['criterion']} {'up' if c['c'] > c['b'] else 'down'} ({c['base_passed']} -> {c['best_passed']} of "
@@ -442,10 +493,9 @@ def _hack_blocks(h: Mapping[str, Any], n: int, B: Any) -> list[Any]:
             B.Table(["indicator", "base -> best", "flagged when"], lines)]
 
 
-def _selection_blocks(summary: Mapping[str, Any], monitor: Sequence[Mapping[str, Any]], plots: Mapping[str, str],
-                      B: Any) -> list[Any]:
+def _selection_blocks(summary: Mapping[str, Any], settings: SummarySettings, monitor: Sequence[Mapping[str, Any]],
+                      plots: Mapping[str, str], B: Any) -> list[Any]:
     selection = summary["selection"]
-    level = int(round(100 * summary["settings"]["confidence"]))
     base_rec = selection["base"]
     blocks = [B.Heading(2, "Selection split: checkpoints looked at"), B.Para(
         "Each checkpoint against the base model on the selection split, where the best one was picked: the "
@@ -463,9 +513,9 @@ def _selection_blocks(summary: Mapping[str, Any], monitor: Sequence[Mapping[str,
     for r in selection["rows"]:
         table.append([f"{r['step']}" + (" (best)" if r["best"] else "") + (" (flagged)" if r.get("flagged") else ""),
                       _ci_text({"estimate": r["mean"], "low": r["ci_low"], "high": r["ci_high"]}),
-                      _signed(r["delta"]), _perfect(r), _fmt(r["mean_length"], 1),
+                      signed(r["delta"]), _perfect(r), _fmt(r["mean_length"], 1),
                       str(r["unscored"] if r["unscored"] is not None else ""), _p(r["pvalue"]), _p(r["pvalue_holm"])])
-    blocks.append(B.Table(["step", f"mean [{level}% CI]", "delta", "perfect", "mean length", "unscored", "p",
+    blocks.append(B.Table(["step", f"mean [{settings.level}% CI]", "delta", "perfect", "mean length", "unscored", "p",
                            "p (Holm)"], table))
     from .watch import watch_lines
 
@@ -529,9 +579,9 @@ def write_summary(run_dir: str | Path, *, report_rows: Sequence[Mapping[str, Any
     if not rows or not any(r.get("scores") for r in rows):
         raise ValueError("write_summary: no report rows with scores (no judge scored the report split)")
     monitor = list(monitor)
+    settings = SummarySettings(confidence=confidence, resamples=n_resamples, seed=seed)
     summary = build_summary(out, rows, monitor=monitor, best=best, metric=metric, looked_at=looked_at,
-                            ifeval=ifeval, splits=splits, n_resamples=n_resamples, confidence=confidence,
-                            seed=seed, meta=meta)
+                            ifeval=ifeval, splits=splits, settings=settings, meta=meta)
     plots = {"scores": str(plot_score_distributions(
         out / "plots" / "report_scores.png", {j: (_column(rows, "scores", j, "base"), _column(rows, "scores", j, "best"))
                                               for j in summary["report"]}, metric=metric).relative_to(out))}
@@ -543,16 +593,16 @@ def write_summary(run_dir: str | Path, *, report_rows: Sequence[Mapping[str, Any
     summary["plots"] = plots
     saved = {**summary, "ifeval": None if ifeval_data is None else {k: v for k, v in ifeval_data.items()
                                                                     if k != "modes"}}
-    write_atomic(out / "summary.json", json.dumps(jsonable(saved), indent=2, ensure_ascii=False,
+    write_atomic(out / SUMMARY_FILE, json.dumps(jsonable(saved), indent=2, ensure_ascii=False,
                                                    allow_nan=False) + "\n")
     blocks: list[Any] = [B.Heading(1, "Rubric-reward training: summary"), B.Para(summary["headline"])]
     if summary["environment"]:
         blocks.append(B.Para(environment_line(summary["environment"])))
     blocks.append(B.Para(_facts(summary)))
-    blocks += _report_blocks(summary, plots, B)
-    blocks += _selection_blocks(summary, monitor, plots, B)
+    blocks += _report_blocks(summary, settings, plots, B)
+    blocks += _selection_blocks(summary, settings, monitor, plots, B)
     if ifeval_data is not None:
-        blocks += _ifeval_blocks(ifeval_data, confidence, B)
+        blocks += _ifeval_blocks(ifeval_data, settings.confidence, B)
     write_atomic(out / "summary.md", B.render_markdown(blocks))
     write_atomic(out / "summary.html", B.render_html(blocks, out))
     return out / "summary.md"
@@ -563,7 +613,7 @@ def rebuild_summary(run_dir: str | Path, *, n_resamples: int | None = None) -> P
 
     Reads ``report_completions.jsonl``, ``monitor.jsonl``, ``best/best.json``, ``ifeval/comparison.json`` when
     present, and the previous ``summary.json`` for ``metric``, ``splits``, ``meta`` and the statistics' settings.
-    ``python -m rubric_reward.recipes.grpo.report RUN_DIR`` does the same.
+    ``python -m rubric_reward.recipes.grpo.summary RUN_DIR`` does the same.
     """
     from .monitor import BEST_DIR, BEST_FILE, read_records
 
@@ -572,10 +622,8 @@ def rebuild_summary(run_dir: str | Path, *, n_resamples: int | None = None) -> P
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no report completions to rebuild the summary from")
     rows = read_report_rows(path)
-    previous: dict[str, Any] = {}
-    if (out / "summary.json").is_file():
-        previous = json.loads((out / "summary.json").read_text(encoding="utf-8"))
-    settings = previous.get("settings", {})
+    previous = read_summary(out)
+    settings = SummarySettings.of(previous)
     best_file = out / BEST_DIR / BEST_FILE
     best = json.loads(best_file.read_text()) if best_file.is_file() else previous.get("best")
     ifeval = None
@@ -586,195 +634,17 @@ def rebuild_summary(run_dir: str | Path, *, n_resamples: int | None = None) -> P
                   "comparison": json.loads((out / "ifeval" / "comparison.json").read_text(encoding="utf-8"))}
     return write_summary(out, report_rows=rows, monitor=read_records(out / "monitor.jsonl"), best=best,
                          metric=previous.get("metric", "score"), splits=previous.get("splits"), ifeval=ifeval,
-                         n_resamples=n_resamples or settings.get("bootstrap_resamples", 2000),
-                         confidence=settings.get("confidence", 0.95), seed=settings.get("seed", 0),
+                         n_resamples=n_resamples or settings.resamples, confidence=settings.confidence,
+                         seed=settings.seed,
                          looked_at=previous.get("checkpoints_looked_at"), meta=previous.get("meta"))
 
 
-# ------------------------------------------------------------------------------------------- seed sweeps
-SEEDS_FILE = "seeds_summary"
-
-
-def seed_result(run_dir: str | Path) -> dict[str, Any]:
-    """One seed's row of a seed sweep, recomputed from its ``report_completions.jsonl`` (the training judge, with
-    the statistics' settings and the environment its ``summary.json`` recorded; no number is read from the
-    summary's text): the report split's difference with its interval and Wilcoxon p, better/worse/tied, perfect
-    counts, the worst instruction type, what got significantly worse (:func:`regressions`) and the
-    reward-hacking flags."""
-    out = Path(run_dir)
-    rows = read_report_rows(out / REPORT_FILE)
-    previous = json.loads((out / "summary.json").read_text(encoding="utf-8")) \
-        if (out / "summary.json").is_file() else {}
-    settings = previous.get("settings") or {}
-    metric, confidence = previous.get("metric", "score"), settings.get("confidence", 0.95)
-    n_resamples, seed = settings.get("bootstrap_resamples", 2000), settings.get("seed", 0)
-    judge = _judges(rows)[0]
-    c = _judge_comparison(rows, judge, metric, n_resamples, confidence, seed)
-    strata = _strata(rows, judge, metric, confidence, seed)
-    part = {"settings": {"confidence": confidence}, "report_by_type": strata,
-            "report_by_criterion": criterion_table(rows, judge)}
-    found = regressions(part)
-    scored = [s for s in strata if (s["difference"] or {}).get("estimate") is not None]
-    worst = min(scored, key=lambda s: s["difference"]["estimate"], default=None)
-    env = previous.get("environment") or (previous.get("meta") or {}).get("environment") or {}
-    import hashlib
-
-    ids = [str(r.get("id")) for r in rows]
-    return {"run_dir": str(out), "seed": env.get("seed", settings.get("seed")), "judge": judge, "metric": metric,
-            "n": c["n"], "pairs": c["pairs"], "base_mean": c["base"]["mean"], "best_mean": c["best"]["mean"],
-            "difference": c["difference"], "pvalue": (c["wilcoxon"] or {}).get("pvalue"),
-            "improved": c["improved"], "worse": c["worse"], "tied": c["tied"],
-            "perfect": {"base": c["base"].get("perfect"), "best": c["best"].get("perfect")},
-            "worst_type": None if worst is None else {"benchmark": worst["benchmark"],
-                                                      "difference": worst["difference"]["estimate"],
-                                                      "pvalue_holm": worst["pvalue_holm"]},
-            "by_type": {s["benchmark"]: (s["difference"] or {}).get("estimate") for s in strata},
-            "regressions": [s["benchmark"] for s in found["types"]] + [f"criterion {x['criterion']}"
-                                                                       for x in found["criteria"]],
-            "hacking_flags": _hacks(rows, judge)["flags"], "best_step": (previous.get("best") or {}).get("step"),
-            "environment": env, "report_ids_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest(),
-            "settings": {"bootstrap_resamples": n_resamples, "confidence": confidence, "seed": seed}}
-
-
-def pool_seed_results(results: Sequence[Mapping[str, Any]], *, confidence: float = 0.95,
-                      significant_p: float | None = None) -> dict[str, Any]:
-    """The pooled row of a seed sweep (:func:`~.comparison.pool_seeds` over the seeds' mean differences), the
-    number of seeds significant on their own (Wilcoxon p below ``significant_p``, 0.01, and the interval above
-    0), every seed on the same report prompts or not, and per instruction type the mean of the seeds'
-    differences."""
-    from .comparison import SIGNIFICANT_P, pool_seeds
-
-    cut = SIGNIFICANT_P if significant_p is None else significant_p
-    pooled = pool_seeds([(r.get("difference") or {}).get("estimate") for r in results], confidence=confidence)
-    significant = [r["seed"] for r in results if r.get("pvalue") is not None and r["pvalue"] < cut
-                   and (r.get("difference") or {}).get("low") is not None and r["difference"]["low"] > 0]
-    types: dict[str, list[float]] = {}
-    for r in results:
-        for name, value in (r.get("by_type") or {}).items():
-            if value is not None:
-                types.setdefault(name, []).append(value)
-    by_type = {name: {"mean": sum(v) / len(v), "seeds": len(v), "min": min(v), "max": max(v)}
-               for name, v in sorted(types.items())}
-    return {**pooled, "seeds": [r["seed"] for r in results], "significant_p": cut,
-            "significant_seeds": significant, "significant": len(significant),
-            "worse_seeds": [r["seed"] for r in results if (r.get("difference") or {}).get("high") is not None
-                            and r["difference"]["high"] < 0],
-            "same_report_prompts": len({r.get("report_ids_sha256") for r in results}) <= 1,
-            "by_type": by_type,
-            "worst_type": min(by_type, key=lambda k: by_type[k]["mean"]) if by_type else None,
-            "seeds_with_regressions": [r["seed"] for r in results if r.get("regressions")],
-            "seeds_with_hacking_flags": [r["seed"] for r in results if r.get("hacking_flags")]}
-
-
-def _mb(kib: Any) -> str:
-    return "n/a" if not isinstance(kib, int | float) else f"{kib / 1024 / 1024:.2f} GB"
-
-
-def _duration(seconds: Any) -> str:
-    if not isinstance(seconds, int | float):
-        return "n/a"
-    return f"{int(seconds // 60)} min {seconds % 60:.0f} s" if seconds >= 60 else f"{seconds:.0f} s"
-
-
-def seeds_markdown(data: Mapping[str, Any]) -> str:
-    """``seeds_summary.md`` from ``seeds_summary.json``'s content (:func:`write_seeds_summary`)."""
-    from ... import evaluation as B
-
-    pooled, results = data["pooled"], data["seeds"]
-    level = int(round(100 * pooled["confidence"]))
-    ci = pooled.get("ci") or {}
-    worst = pooled.get("worst_type")
-    text = (f"Over {pooled['n']} seeds ({', '.join(str(s) for s in pooled['seeds'])}) the report-split gain "
-            f"(best - base, mean over seeds) is {_signed(pooled['mean'])} ({level}% t-interval over seed means "
-            f"{_ci_bounds(ci) if ci else '[n/a]'}, t-test p = {_p(pooled['pvalue'])}; seed means from "
-            f"{_signed(pooled['min'])} to {_signed(pooled['max'])}); {pooled['significant']} of {pooled['n']} "
-            f"seeds are significant on their own (Wilcoxon p < {pooled['significant_p']:g} with the interval above "
-            f"0)" + (f"; {len(pooled['worse_seeds'])} got significantly worse" if pooled["worse_seeds"] else "")
-            + (f"; worst type over seeds: {worst} ({_signed(pooled['by_type'][worst]['mean'])})" if worst else "")
-            + ".")
-    if not pooled["same_report_prompts"]:
-        text += " Caution: the seeds were not reported on the same prompts."
-    if pooled["seeds_with_hacking_flags"]:
-        text += (" Reward-hacking indicators fired for seed(s) "
-                 + ", ".join(str(s) for s in pooled["seeds_with_hacking_flags"]) + ".")
-    rows = []
-    for r in results:
-        env = r.get("environment") or {}
-        worst_r = r.get("worst_type") or {}
-        rows.append([str(r["seed"]), _ci_text(r["difference"], signed=True), _p(r["pvalue"]),
-                     f"{r['improved']}/{r['worse']}/{r['tied']}",
-                     f"{r['perfect']['base']}/{r['n']} -> {r['perfect']['best']}/{r['n']}",
-                     (f"{worst_r['benchmark']} {_signed(worst_r['difference'])}" if worst_r else "n/a"),
-                     ", ".join(r["regressions"]) or "none", "; ".join(r["hacking_flags"]) or "none",
-                     "final" if r.get("best_step") is None else str(r["best_step"]), _duration(r.get("wall_s")),
-                     _peak(r), str(env.get("torch_threads", "n/a"))])
-    rows.append(["pooled", _ci_text(ci, signed=True) if ci else "n/a", _p(pooled["pvalue"]),
-                 f"{sum(r['improved'] for r in results)}/{sum(r['worse'] for r in results)}/"
-                 f"{sum(r['tied'] for r in results)}", "", worst or "n/a", "", "",
-                 "", _duration(None if any(r.get("wall_s") is None for r in results)
-                               else sum(r["wall_s"] for r in results)),
-                 _mb(max((k for k in map(_peak_kib, results) if k), default=None)), ""])
-    envs = {environment_line({k: v for k, v in (r.get("environment") or {}).items() if k != "seed"})
-            for r in results if r.get("environment")}
-    blocks = [B.Heading(1, "Seed sweep: summary"), B.Para(text),
-              B.Para(f"Recipe: `{data.get('command', 'n/a')}`; runs in {data.get('root', 'n/a')}/seed_S."),
-              B.Table(["seed", "difference", "Wilcoxon p", "better/worse/tied", "perfect", "worst type",
-                       "worse (Holm)", "hacking flags", "best step", "wall", "peak RSS", "threads"], rows),
-              B.Para("Every number is recomputed from each seed's `report_completions.jsonl` with the settings its "
-                     "summary.json recorded (training judge; difference = best - base over prompts both scored, "
-                     "identical completions tied; paired bootstrap interval; Wilcoxon signed-rank). Pooled: the "
-                     "mean of the seed means with a Student t-interval over them (n - 1 degrees of freedom) and a "
-                     "one-sample t-test of mean 0: the seeds are the replicates, the report prompts the same for "
-                     "all, so it speaks for the recipe's seed-to-seed variation on these prompts. Wall: the seed's "
-                     "whole run; peak RSS: the sum over the run's processes (the side process included), sampled "
-                     "every second, or where not sampled the largest process (os.wait4, marked 'largest'); "
-                     "pooled = total and maximum. 'worse (Holm)': "
-                     "instruction types and criteria significantly worse after Holm.")]
-    if pooled["by_type"]:
-        blocks += [B.Heading(2, "Per instruction type, over seeds"),
-                   B.Table(["type", "mean difference", "min", "max", "seeds"],
-                           [[k, _signed(v["mean"]), _signed(v["min"]), _signed(v["max"]), str(v["seeds"])]
-                            for k, v in pooled["by_type"].items()])]
-    if envs:
-        blocks += [B.Heading(2, "Environment"), B.Para(" ".join(sorted(envs))
-                                                       + ("" if len(envs) == 1 else " (differs between seeds)"))]
-    return B.render_markdown(blocks)
-
-
-def _peak_kib(r: Mapping[str, Any]) -> Any:
-    """A seed's peak RSS: the sum over its processes, or the largest process where the sum was not sampled."""
-    return r.get("peak_tree_rss_kib") or r.get("peak_rss_kib")
-
-
-def _peak(r: Mapping[str, Any]) -> str:
-    return _mb(_peak_kib(r)) + (" (largest)" if not r.get("peak_tree_rss_kib") and r.get("peak_rss_kib") else "")
-
-
-def write_seeds_summary(root: str | Path, results: Sequence[Mapping[str, Any]], *, command: str | None = None,
-                        confidence: float | None = None) -> Path:
-    """Write ``seeds_summary.json`` and ``seeds_summary.md`` in ``root`` (the sweep's folder): the per-seed
-    rows (:func:`seed_result`, plus ``wall_s`` / ``peak_rss_kib`` when measured) and the pooled result
-    (:func:`pool_seed_results`); return the Markdown path."""
-    from ...io.journal import write_atomic
-
-    out = Path(root)
-    out.mkdir(parents=True, exist_ok=True)
-    results = [dict(r) for r in results]
-    level = confidence if confidence is not None else \
-        next((r["settings"]["confidence"] for r in results if r.get("settings")), 0.95)
-    data = {"root": str(out), "command": command, "seeds": results,
-            "pooled": pool_seed_results(results, confidence=level)}
-    write_atomic(out / f"{SEEDS_FILE}.json", json.dumps(jsonable(data), indent=2, ensure_ascii=False,
-                                                        allow_nan=False) + "\n")
-    write_atomic(out / f"{SEEDS_FILE}.md", seeds_markdown(data))
-    return out / f"{SEEDS_FILE}.md"
-
-
 def _main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rubric_reward.recipes.grpo.summary RUN_DIR [--bootstrap-resamples N]``: :func:`rebuild_summary`."""
     import argparse
     import sys
 
-    parser = argparse.ArgumentParser(prog="python -m rubric_reward.recipes.grpo.report",
+    parser = argparse.ArgumentParser(prog="python -m rubric_reward.recipes.grpo.summary",
                                      description="Rebuild summary.md / summary.json of a training run folder.")
     parser.add_argument("run_dir")
     parser.add_argument("--bootstrap-resamples", type=int)

@@ -1,5 +1,13 @@
-"""The final report of the GRPO recipe: base vs best on the report split (training judge, optional second
-judge), IFEval transfer; ``summary.md`` + ``summary.json`` in ``output_dir``."""
+"""The GRPO recipe's report stage: generate and score completions of the base model and the best checkpoint.
+
+After training, :func:`run_report_stage` generates greedy completions of the base model and of the best
+checkpoint on the held-out report split (never used for picking the checkpoint), scores them with the training
+judge (and the optional second judge), writes them to ``report_completions.jsonl``, runs IFEval transfer
+(:func:`ifeval_transfer`) and hands it all to :func:`~.summary.write_summary` (``summary.md`` +
+``summary.json`` in ``output_dir``). Generation is shared with the side process (:mod:`.side_process`), which
+generates on the core training leaves idle: the base model's completions, a best checkpoint's completions while
+training goes on, the last batches of the rest.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +21,7 @@ from typing import Any
 from .arguments import RecipeArguments
 from .builders import build_monitor_reward, build_second_reward, generation_kwargs, has_second_judge
 
-__all__ = ["criterion_outcomes", "final_report", "ifeval_transfer", "run_environment"]
+__all__ = ["criterion_outcomes", "ifeval_transfer", "run_environment", "run_report_stage"]
 
 
 def criterion_outcomes(record: Any) -> dict[str, dict[str, Any]]:
@@ -82,6 +90,19 @@ def _score_split(reward: Any, rows: Sequence[Mapping[str, Any]], completions: li
     return reward.score_batch([r["prompt"] for r in rows], completions, **columns)
 
 
+def _taken(side: Any, job: str, model: str, prompts: list[Any], kwargs: dict[str, Any], adapter: str | None,
+           what: str) -> list[str] | None:
+    """The texts of the side process's job ``job`` when it generated this very job (``what`` says so on the
+    console), else None."""
+    import torch
+
+    taken = side.take(job, model, prompts, kwargs, adapter, threads=torch.get_num_threads())
+    if taken is None:
+        return None
+    print(f"[report] {what} generated beside training ({taken[1]:.0f} s)", flush=True)
+    return taken[0]
+
+
 def _generate(recipe: RecipeArguments, model: str, prompts: list[Any], adapter: str | None,
               max_new_tokens: int | None = None, keep_think: bool = False, *, side: Any = None,
               job: str | None = None) -> list[str]:
@@ -90,13 +111,9 @@ def _generate(recipe: RecipeArguments, model: str, prompts: list[Any], adapter: 
 
     kwargs = generation_kwargs(recipe, max_new_tokens)
     if side is not None and job is not None and not keep_think:
-        import torch
-
-        taken = side.take(job, model, prompts, kwargs, adapter, threads=torch.get_num_threads())
+        taken = _taken(side, job, model, prompts, kwargs, adapter, f"{job}: {len(prompts)} completions")
         if taken is not None:
-            print(f"[report] {job}: {len(prompts)} completions generated beside training ({taken[1]:.0f} s)",
-                  flush=True)
-            return taken[0]
+            return taken
     return generate_responses(prompts, model=model, adapter=adapter, keep_think=keep_think, **kwargs)
 
 
@@ -156,21 +173,14 @@ def _generated_ahead(recipe: RecipeArguments, model: str, prompts: list[Any], be
                      side: Any) -> list[str] | None:
     """The best checkpoint's report completions if the side process generated them from that very checkpoint's
     weights while training went on (waiting for it if it is still at them), else None."""
-    import torch
-
     step, checkpoint = best_info.get("step"), best_info.get("checkpoint")
     if side is None:
         return None
     cancel_other_bests(side, None if step is None else best_report_job(int(step)))  # the side is wanted here
     if step is None or not checkpoint:
         return None
-    taken = side.take(best_report_job(int(step)), model, prompts, generation_kwargs(recipe), str(checkpoint),
-                      threads=torch.get_num_threads())
-    if taken is None:
-        return None
-    print(f"[report] best (step {step}): {len(prompts)} report completions generated beside training "
-          f"({taken[1]:.0f} s)", flush=True)
-    return taken[0]
+    return _taken(side, best_report_job(int(step)), model, prompts, generation_kwargs(recipe), str(checkpoint),
+                  f"best (step {step}): {len(prompts)} report completions")
 
 
 def _ifeval_max_new_tokens(recipe: RecipeArguments) -> int:
@@ -185,24 +195,24 @@ def _ifeval_job(recipe: RecipeArguments) -> tuple[list[Any], dict[str, Any]]:
 
 def base_jobs(recipe: RecipeArguments, model: str, splits: Any) -> dict[str, tuple[list[Any], dict[str, Any]]]:
     """The base model's generations the report will make (name -> prompts, ``generate_responses`` arguments):
-    what :mod:`.side_generation` can generate beside training."""
+    what :mod:`.side_process` can generate beside training."""
     jobs = {"report": ([r["prompt"] for r in splits.report], generation_kwargs(recipe))}
     if recipe.ifeval:
         jobs["ifeval"] = _ifeval_job(recipe)
     return {name: job for name, job in jobs.items() if job[0]}
 
 
-def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any, *,
-                 train_seconds: float | None = None, model_ref: str | None = None, side: Any = None) -> Path:
+def run_report_stage(recipe: RecipeArguments, training: Any, model: Any, splits: Any, *,
+                     train_seconds: float | None = None, model_ref: str | None = None, side: Any = None) -> Path:
     """Base vs best on the report split (training judge, optional second judge), IFEval; write the summary.
-    ``side``: a :class:`~.side_generation.SideGenerator`; it has the base model's completions, and the best
+    ``side``: a :class:`~.side_process.SideGenerator`; it has the base model's completions, and the best
     checkpoint's report completions when it became the best while training went on; else it generates their last
     batches while the others are generated here, then the best checkpoint's IFEval completions (or, when the report
     was ready, the last batches of those)."""
     from ...io.journal import write_atomic
-    from . import report as report_module
     from .comparison import PERFECT
     from .monitor import BEST_DIR, BEST_FILE, checkpoints_looked_at, read_records, score_values, token_lengths
+    from .summary import REPORT_FILE, report_row, write_summary
 
     out = Path(training.output_dir)
     records = read_records(out / "monitor.jsonl")
@@ -249,17 +259,16 @@ def final_report(recipe: RecipeArguments, training: Any, model: Any, splits: Any
                           **{s: (per[s][i].get(c) or {}).get("passed") for s in texts}} for c in names}
         return out
 
-    report_rows = [report_module.report_row(row, {s: texts[s][i] for s in texts}, {s: tokens[s][i] for s in texts},
-                                            {j: {s: scores[j][s][i] for s in texts} for j in scores},
-                                            {j: {s: perfect[j][s][i] for s in texts} for j in perfect},
-                                            criteria(i))
+    report_rows = [report_row(row, {s: texts[s][i] for s in texts}, {s: tokens[s][i] for s in texts},
+                              {j: {s: scores[j][s][i] for s in texts} for j in scores},
+                              {j: {s: perfect[j][s][i] for s in texts} for j in perfect}, criteria(i))
                    for i, row in enumerate(rows)]
-    write_atomic(out / report_module.REPORT_FILE, "".join(
+    write_atomic(out / REPORT_FILE, "".join(
         json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in report_rows))
     ifeval = None
     if recipe.ifeval:
         ifeval = ifeval_transfer(recipe, base_model, adapter, out / "ifeval", seed=recipe.ifeval_seed, side=side)
-    return report_module.write_summary(
+    return write_summary(
         out, monitor=records, best=best_info, report_rows=report_rows, metric=metric,
         looked_at=checkpoints_looked_at(records), ifeval=ifeval,
         splits={"train": len(splits.train), "selection": len(splits.selection), "report": len(rows)},
