@@ -239,3 +239,15 @@ def test_a_judge_blind_to_order_never_leans_on_a_small_set():
     card = _card(PlantedJudge(truth), rows, repeats=3)
     assert all(c["position"]["lean"]["estimate"] == 0.0 for c in card.data["criteria"].values() if c["position"]["lean"])
     assert card.overall == "usable"
+
+
+def test_responses_sampled_from_a_policy(tiny_model):
+    """``--responses POLICY``: completions sampled per prompt (seeded: the same seed, the same texts)."""
+    from rubric_reward.evaluation.qualify import sample_rows
+
+    prompts = [{"id": "a", "prompt": "Say hi."}, {"id": "b", "prompt": [{"role": "user", "content": "Count."}]}]
+    rows = sample_rows(prompts, RUBRIC, policy=str(tiny_model), per_prompt=3, max_new_tokens=6, progress=False)
+    assert [r.group for r in rows] == ["a"] * 3 + ["b"] * 3 and all(r.rubric is RUBRIC for r in rows)
+    again = sample_rows(prompts, RUBRIC, policy=str(tiny_model), per_prompt=3, max_new_tokens=6, progress=False)
+    assert [r.item.response for r in rows] == [r.item.response for r in again]
+    assert len({r.item.response for r in rows[:3]}) > 1  # a group of different completions, not three greedy copies

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ...results import ScoreResult
-from ...rubric import Criterion, Rubric
+from ...rubric import Criterion
 from .config import QualifyConfig, band
 from .judging import Judgings, Shown
 
@@ -373,8 +373,3 @@ def cost(j: Judgings) -> dict[str, Any]:
             "cost_per_1000": spend * per, "seconds_per_1000": j.seconds * per,
             "latency_p50_s": float(np.quantile(latencies, 0.5)) if latencies else None,
             "latency_p95_s": float(np.quantile(latencies, 0.95)) if latencies else None}
-
-
-def rubric_by_row(j: Judgings) -> Mapping[str, Rubric]:
-    """The distinct rubrics of the rows, by name."""
-    return {r.rubric.name: r.rubric for r in j.rows}

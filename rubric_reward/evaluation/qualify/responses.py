@@ -11,7 +11,7 @@ responses instead: ``per_prompt`` sampled completions of each prompt.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -63,11 +63,16 @@ def _gold(rubric: Rubric, raw: Any, where: str) -> dict[str, str]:
     return out
 
 
-def load_rows(path: str | Path, rubric: Rubric) -> list[QualifyRow]:
-    """The responses of a JSONL file (see the module docstring), judged against ``rubric``."""
+def load_rows(source: str | Path | Iterable[Mapping[str, Any]], rubric: Rubric) -> list[QualifyRow]:
+    """The responses of a JSONL file, or of mappings of the same fields (see the module docstring), judged against
+    ``rubric``."""
     rows: list[QualifyRow] = []
-    for n, row in numbered_jsonl_rows(Path(path)):
-        where = f"{path}: line {n}"
+    if isinstance(source, str | Path):
+        numbered, name, what = numbered_jsonl_rows(Path(source)), str(source), "line"
+    else:
+        numbered, name, what = enumerate(source, 1), "responses", "row"
+    for n, row in numbered:
+        where = f"{name}: {what} {n}"
         prompt = _prompt(row, where)
         texts = row.get("responses", [row["response"]] if "response" in row else None)
         if not isinstance(texts, list) or not texts:
@@ -76,9 +81,9 @@ def load_rows(path: str | Path, rubric: Rubric) -> list[QualifyRow]:
             raise DataError(f"{where}: field 'labels' goes with one 'response', not with 'responses'")
         group = row.get("group")
         if group is None:
-            group = prompt_key(prompt) if prompt is not None else f"line {n}"
+            group = prompt_key(prompt) if prompt is not None else f"{what} {n}"
         if "responses" in row and row.get("group") is None:
-            group = f"line {n}"
+            group = f"{what} {n}"
         gold = _gold(rubric, row.get("labels"), where)
         for j, text in enumerate(texts):
             try:
@@ -89,7 +94,7 @@ def load_rows(path: str | Path, rubric: Rubric) -> list[QualifyRow]:
             rid = None if rid is None else str(rid) if len(texts) == 1 else f"{rid}-{j}"
             rows.append(QualifyRow(rubric, Item(response=response, prompt=prompt, id=rid), str(group), gold))
     if not rows:
-        raise DataError(f"{path}: no rows")
+        raise DataError(f"{name}: no rows")
     return rows
 
 
