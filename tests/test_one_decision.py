@@ -8,7 +8,9 @@
 * the Judge protocol (``judges.base.JudgeLike``) the grader reads, and a Grader with no judge for checks only;
 * one judge-call loop (``grading.calls.run_call``: send, strict read, one re-ask, usage, record) for
   per-criterion, per-item and group calls;
-* the GRPO launch: one default config, one monitor-judge predicate, one base-URL rule.
+* the GRPO launch: one default config, one monitor-judge predicate, one base-URL rule;
+* what a criterion counts with in the reward (``Criterion.reward_weight``: 0 for a monitor): the score, its
+  logged terms (``arithmetic.score_terms``) and the per-criterion TRL rewards' weights.
 """
 
 from __future__ import annotations
@@ -296,3 +298,22 @@ def test_recipe_base_url_follows_the_library_rule() -> None:
     monitor = RecipeArguments(monitor_judge={"model": "m"}, monitor_judge_base_url="http://mon:3/v1")
     config = reward_config(monitor, judge=monitor.monitor_judge, base_url=monitor.monitor_judge_base_url)
     assert [j.base_url for j in config.judge_configs()] == ["http://mon:3/v1"]
+
+
+# ------------------------------------------------------------------------------------------ a monitor counts 0
+
+
+def test_the_score_its_logged_terms_and_the_trl_weights_read_one_weight() -> None:
+    from rubric_reward.arithmetic import score_terms, score_verdicts
+    from rubric_reward.results import Verdict
+    from rubric_reward.rl.criteria import criterion_weights
+    from rubric_reward.rubric import load_rubric
+
+    rubric = load_rubric({"criteria": [{"name": "a", "requirement": "A?", "weight": 2},
+                                       {"name": "m", "requirement": "M?", "weight": -3, "monitor": True},
+                                       {"name": "z", "requirement": "Z?", "weight": 0}]})
+    assert criterion_weights([rubric]) == {c.name: c.reward_weight for c in rubric.criteria} == {"a": 2, "m": 0, "z": 0}
+    verdicts = [Verdict(c.name, "MET", 1.0) for c in rubric.criteria]
+    terms = score_terms(rubric, verdicts)
+    assert [terms[c.name] for c in rubric.criteria] == [1.0, 0.0, 0.0]
+    assert score_verdicts(rubric, verdicts).score == sum(terms.values()) == 1.0
