@@ -127,13 +127,14 @@ class Card:
     def write(self, out_dir: str | Path) -> Path:
         """``card.json``, ``card.md`` (with ``card.png``) and, for one rubric, ``qualified_rubric.yaml``, in
         ``out_dir``; returns the folder."""
+        from ...io.journal import write_atomic
         from .report import card_markdown, plot_card
 
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "card.json").write_text(json.dumps(self.data, indent=2, ensure_ascii=False) + "\n")
         plot_card(out / "card.png", self.data)
-        (out / "card.md").write_text(card_markdown(self.data, plot="card.png"))
+        write_atomic(out / "card.md", card_markdown(self.data, plot="card.png"))
+        write_atomic(out / "card.json", json.dumps(self.data, indent=2, ensure_ascii=False) + "\n")  # the last
         if len(self.qualified) == 1:
             (rubric,) = self.qualified.values()
             target = out / "qualified_rubric.yaml"

@@ -85,7 +85,7 @@ def qualify_gate(recipe: Any, training: Any, model: Any, splits: Any) -> dict[st
         return None
     out = Path(training.output_dir) / GATE_DIR
     if not is_main_process():
-        return _decide(_wait_for_card(out), gate, out)
+        return _decide(_wait_for_card(out, time.time()), gate, out)
     from ...evaluation.qualify import qualify
     from ...io.models import resolve_model
     from .builders import build_reward, generation_kwargs
@@ -130,9 +130,10 @@ def _decide(data: dict[str, Any], gate: GateConfig, out: Path) -> dict[str, Any]
     return data
 
 
-def _wait_for_card(out: Path, poll_s: float = 1.0) -> dict[str, Any]:
+def _wait_for_card(out: Path, since: float, poll_s: float = 1.0) -> dict[str, Any]:
+    """The main process's card, once it is written (a card older than ``since`` is an earlier run's)."""
     path = out / "card.json"
-    while not path.is_file():
+    while not (path.is_file() and path.stat().st_mtime >= since):
         time.sleep(poll_s)
     return json.loads(path.read_text())
 
