@@ -39,6 +39,6 @@ def test_the_bundled_model_is_an_unusable_judge(tmp_path):
     assert card.overall == data["overall"] == "unusable"
     assert set(card.failing()) == {c.name for c in rubric.criteria}  # nothing left to train on
     for c in data["criteria"].values():
-        assert c["verdicts"] == len(rows) * 3 and c["agreement"]["n"] > 0
+        assert c["verdicts"] + c["screened"] == len(rows) * 3 and c["agreement"]["n"] > 0
     assert not (tmp_path / "qualified_rubric.yaml").exists()
-    assert data["cost"]["calls_per_1000"] == pytest.approx(3000)
+    assert 0 < data["cost"]["calls_per_1000"] <= 3000  # three criteria a reward; a screened response costs none

@@ -249,15 +249,16 @@ def _agreement(pred: list[str], gold: list[str], groups: list[str], labels: list
 
 def pooled_agreement(tables: Sequence[tuple[Verdicts, Criterion]], j: Judgings,
                      config: QualifyConfig) -> dict[str, Any] | None:
-    """Agreement pooled over several criteria (the positive-weight ones, or the negative-weight ones)."""
+    """Agreement pooled over several criteria (the positive-weight ones, or the negative-weight ones): every
+    (response, criterion) pair with a gold label and a consensus, as one table of labels."""
     pred, gold, groups = [], [], []
     labels: list[str] = []
     for v, c in tables:
         p, g, gr, _, _ = _pairs(v, j)
-        pred += [f"{c.name}\x1f{x}" for x in p]  # kappa's chance agreement per criterion's own labels
-        gold += [f"{c.name}\x1f{x}" for x in g]
+        pred += p
+        gold += g
         groups += gr
-        labels += [f"{c.name}\x1f{x}" for x in c.labels]
+        labels += [x for x in c.labels if x not in labels]
     if not pred:
         return None
     return _agreement(pred, gold, groups, labels, config)
@@ -286,8 +287,8 @@ def _icc(m: np.ndarray) -> float | None:
     means = m.mean(axis=1)
     msb = k * float(np.sum((means - m.mean()) ** 2)) / (n - 1)
     msw = float(np.sum((m - means[:, None]) ** 2)) / (n * (k - 1))
-    if msb + (k - 1) * msw <= _EPS:
-        return None
+    if msw <= _EPS:
+        return 1.0  # every judging of every response agrees
     return (msb - msw) / (msb + (k - 1) * msw)
 
 
@@ -342,7 +343,7 @@ def reliability(j: Judgings, config: QualifyConfig,
                            "mean_reward": float(np.nanmean(m)) if (~np.isnan(m)).any() else None}
     icc = _icc(full)
     out["test_retest"] = None if icc is None else _interval(
-        np.arange(len(full), dtype=float), lambda idx: _icc(full[np.asarray(idx, dtype=int)]) or 0.0,
+        np.arange(len(full), dtype=float), lambda idx: _icc(full[np.asarray(idx, dtype=int)]),
         full_groups, config) | {"estimate": icc}
     sums = _group_sums(m, groups)
     share = _noise_share(sums)
