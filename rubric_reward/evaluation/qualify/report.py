@@ -61,6 +61,9 @@ def _reward_lines(data: Mapping[str, Any]) -> list[str]:
     lines = ["| reward | test-retest (ICC) | judge noise share of within-group variance | flat groups | "
              "unscored | mean |", "|---|---|---|---|---|---|"]
     for which, r in data["reward"].items():
+        if r is None:
+            lines.append(f"| {which} | nothing left to score | | | | |")
+            continue
         lines.append(f"| {which} | {_ci(r.get('test_retest'), 2)} | {_ci(r.get('noise_share'), 2)} | "
                      f"{_f(r.get('flat_groups'), 2)} | {_f(r.get('unscored_rate'), 2)} | {_f(r.get('mean_reward'))} |")
     return lines

@@ -104,8 +104,9 @@ def measure_card(j: Judgings, *, config: QualifyConfig, scoring: ScoringConfig =
     failing = {n: [s] if isinstance(s, str) else s for n, s in failing.items() if not criteria[n]["monitor"]}
     qualified = {r.name: qualified_rubric(r, failing) for r in rubrics}
     reward = {"rubric": reliability(j, config, _reader(j, None, scoring, field)),
-              "qualified": reliability(j, config, _reader(j, qualified, scoring, field))}
-    noise = (reward["qualified"].get("noise_share") or {}).get("estimate")
+              "qualified": None if all(q is None for q in qualified.values())
+              else reliability(j, config, _reader(j, qualified, scoring, field))}
+    noise = ((reward["qualified"] or {}).get("noise_share") or {}).get("estimate")
     data = {
         "version": CARD_VERSION, "overall": overall_of(failing, list(qualified.values()), noise, thresholds),
         "rubric": rubrics[0].name if len(rubrics) == 1 else [r.name for r in rubrics],
