@@ -124,8 +124,10 @@ def _decide(data: dict[str, Any], gate: GateConfig, out: Path) -> dict[str, Any]
         return data
     line = (f"qualify: the judge card says {data['overall']}: {said}; card: {out / 'card.md'}")
     if gate.on_fail == "stop":
-        raise GateStop(line + " (qualify.on_fail: warn trains anyway; qualified_rubric.yaml demotes the failing "
-                              "criteria to monitors)")
+        qualified = (out / "qualified_rubric.yaml").is_file()
+        raise GateStop(line + " (qualify.on_fail: warn trains anyway" + ("; qualified_rubric.yaml there has the "
+                                                                         "failing criteria as monitors)" if qualified
+                                                                         else ")"))
     say(f"[grpo] warning: {line}; training anyway (qualify.on_fail: warn)")
     return data
 
