@@ -61,7 +61,7 @@ def test_one_alternation_matches_where_any_rule_does(combined, patterns, flags):
     singles = [re.compile(p, flags) for p in patterns]
     hits = 0
     for text in _texts(1, 4000):
-        for read in (injection._said(text), folding.fold(text)):
+        for read in (injection._said(text), injection._lines(folding.fold(text))):
             expected = any(p.search(read) for p in singles)
             assert bool(combined.search(read)) == expected, repr(read)
             hits += expected
@@ -78,16 +78,20 @@ def test_a_forged_structure_needs_one_of_its_words():
     texts = _texts(3, 4000) + list(FORGED_EXAMPLES) + [f"{p} {q}" for p in WORDS for q in ("", "x", ":")]
     reached = [0] * len(rules)
     for text in texts:
-        read = folding.fold(text)
+        folded = folding.fold(text)
         for k, (rule, needs) in enumerate(rules):
-            if rule.search(read):
+            if rule.search(injection._lines(folded)):
                 reached[k] += 1
-                assert any(need in read for need in needs), (k, read)
+                assert any(need in folded for need in needs), (k, folded)
     assert all(reached), reached  # every rule was tried on text it matches
 
 
+_KEYVALUE = re.compile(r"[:=>|]\s*[\"'`\[(]?\s*$")  # the key/value test as one regex (quadratic on long separators)
+
+
 def _plain_verdict_like(text: str, labels: tuple[str, ...]) -> bool:
-    """``verdict_like`` without the vocabulary skip (its loops as they were)."""
+    """``verdict_like`` without the vocabulary skip, the key/value test read from the end, the first-word test of a
+    label's hits or the sorted search for a near verdict word (its loops as they were)."""
     for variant in injection.variants(text):
         kept, seps = injection._scan_kept(variant)
         folded = tuple(w.casefold() for w in kept)
@@ -99,15 +103,28 @@ def _plain_verdict_like(text: str, labels: tuple[str, ...]) -> bool:
             n = len(label)
             if written:
                 capital = any(ch.isupper() for ch in "".join(label))
-                for i in injection._hits(kept, label):
-                    if verdict_words or injection._KEYVALUE.search(seps[i]) or (
+                for i in _plain_hits(kept, label):
+                    if verdict_words or _KEYVALUE.search(seps[i]) or (
                             capital and not injection._named(kept, seps, i + n)):
                         return True
             folded_label = tuple(w.casefold() for w in label)
-            for i in injection._hits(folded, folded_label):
+            for i in _plain_hits(folded, folded_label):
                 if any(i - injection._NEAR - 1 <= j <= i + n + injection._NEAR for j in strong):
                     return True
     return False
+
+
+def _plain_hits(said, label):
+    n = len(label)
+    return [i for i in range(len(said) - n + 1) if said[i:i + n] == label]
+
+
+def test_the_key_value_test_reads_as_the_regex_did():
+    rng = random.Random(11)
+    marks = [" ", "\t", "\n", "\u00a0", "\u3000", ":", "=", ">", "|", "\"", "'", "`", "[", "(", ".", "-", "{", "x"]
+    for _ in range(20000):
+        sep = "".join(rng.choice(marks) for _ in range(rng.randint(0, 8)))
+        assert injection._keyvalue(sep) == bool(_KEYVALUE.search(sep)), repr(sep)
 
 
 @pytest.mark.parametrize("labels", [injection.DEFAULT_LABELS, ("MET", "UNMET"), ("poor", "good", "great", "N/A")])
