@@ -48,10 +48,11 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _WORD = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
 _WORD_SPLIT = re.compile(f"({_WORD.pattern})")
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")  # the same words in ASCII text (no CJK there)
-# invisible code points that are not format characters: the default-ignorable fillers (Hangul fillers, Khmer
-# inherent vowels, the combining grapheme joiner, Mongolian and other variation selectors) and the blank Braille cell
-_IGNORABLE = frozenset("\u034f\u115f\u1160\u3164\uffa0\u17b4\u17b5\u180b\u180c\u180d\u180e\u180f\u2800"
-                       + "".join(map(chr, range(0xFE00, 0xFE10))) + "".join(map(chr, range(0xE0100, 0xE01F0))))
+# invisible code points that are not format characters: the rest of Unicode's default-ignorable code points
+# (Hangul fillers, Khmer inherent vowels, the combining grapheme joiner, variation selectors, the unassigned ones
+# of U+2060-U+206F, U+FFF0-U+FFF8 and the tag block U+E0000-U+E0FFF) and the blank Braille cell
+_IGNORABLE = frozenset("\u034f\u115f\u1160\u3164\uffa0\u17b4\u17b5\u180b\u180c\u180d\u180e\u180f\u2065\u2800"
+                       + "".join(map(chr, [*range(0xFE00, 0xFE10), *range(0xFFF0, 0xFFF9), *range(0xE0000, 0xE1000)])))
 # the planes that hold every format character, combining mark and confusable letter (planes 4-13 are unassigned,
 # 15-16 private use)
 _PLANES = (range(0x80, 0x40000), range(0xE0000, 0xE1000))

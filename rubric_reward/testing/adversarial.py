@@ -44,7 +44,9 @@ def unicode_noise(n: int, seed: int = 0) -> str:
              "".join(map(chr, range(0x4E00, 0x4E80))), "ＡＢＣＤＥＦ：＃", "\u0301\u0308\u20dd",
              "\u200b\u200d\u202e\u2066\u00ad\ufeff\U000e0041", "".join(WHITESPACE.values()), ".,:;!?#*-|=>[](){}\"'`")
     weights = (30, 10, 5, 10, 3, 2, 2, 8, 6)
-    return "".join(rng.choice(rng.choices(pools, weights)[0]) for _ in range(n))
+    chars = [ch for pool in pools for ch in pool]
+    each = [w / len(pool) for pool, w in zip(pools, weights) for _ in pool]
+    return "".join(rng.choices(chars, each, k=n))
 
 
 def _run(ws: str) -> Callable[[int], str]:
