@@ -53,9 +53,10 @@ _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")  # the same words in ASCII text (no CJ
 # of U+2060-U+206F, U+FFF0-U+FFF8 and the tag block U+E0000-U+E0FFF) and the blank Braille cell
 _IGNORABLE = frozenset("\u034f\u115f\u1160\u3164\uffa0\u17b4\u17b5\u180b\u180c\u180d\u180e\u180f\u2065\u2800"
                        + "".join(map(chr, [*range(0xFE00, 0xFE10), *range(0xFFF0, 0xFFF9), *range(0xE0000, 0xE1000)])))
-# the planes that hold every format character, combining mark and confusable letter (planes 4-13 are unassigned,
-# 15-16 private use)
-_PLANES = (range(0x80, 0x40000), range(0xE0000, 0xE1000))
+# the planes that hold every format character, combining mark and confusable letter: the basic and supplementary
+# multilingual planes and the tags (planes 2-3 hold only ideographs, 4-13 nothing, 15-16 private use;
+# tests/test_invisible_characters.py checks it)
+_PLANES = (range(0x80, 0x20000), range(0xE0000, 0xE1000))
 _SMALL_CAPITAL = re.compile(r"^LATIN LETTER SMALL CAPITAL ([A-Z])$")
 
 
@@ -111,11 +112,6 @@ def _prototype(ch: str, table: dict[str, str]) -> str | None:
     return got
 
 
-def _invisible(ch: str) -> bool:
-    """Whether ``ch`` is invisible: a format character (Cf) or one of :data:`_IGNORABLE` (the one decision)."""
-    return ch in _IGNORABLE or unicodedata.category(ch) == "Cf"
-
-
 def _ranges(points: list[int]) -> str:
     """A regex character class body for the sorted code points ``points``, as ranges."""
     out, start = [], 0
@@ -128,9 +124,17 @@ def _ranges(points: list[int]) -> str:
 
 
 @functools.lru_cache(maxsize=1)
+def _points() -> tuple[frozenset[str], frozenset[str]]:
+    """The invisible characters and the combining marks of :data:`_PLANES` (categories read in one C pass)."""
+    chars = [chr(cp) for plane in _PLANES for cp in plane]
+    cats = list(map(unicodedata.category, chars))
+    invisible = _IGNORABLE | {ch for ch, cat in zip(chars, cats) if cat == "Cf"}
+    return frozenset(invisible), frozenset(ch for ch, cat in zip(chars, cats) if cat in ("Mn", "Me"))
+
+
+@functools.lru_cache(maxsize=1)
 def _invisible_pattern() -> re.Pattern[str]:
-    points = [cp for plane in _PLANES for cp in plane if _invisible(chr(cp))]
-    return re.compile(f"[{_ranges(points)}]+")
+    return re.compile(f"[{_ranges(sorted(map(ord, _points()[0])))}]+")
 
 
 def strip_invisible(text: str) -> str:
@@ -162,18 +166,13 @@ class _Translation:
 
 @functools.lru_cache(maxsize=1)
 def _tables() -> tuple[_Translation, _Translation]:
-    """Two translations, built in one pass over the code points: each non-ASCII code point with a confusable
-    prototype -> that prototype (what :func:`confusable` gives); and the same with every invisible character
-    and combining mark -> nothing."""
-    table, mapped, drop = _table(), {}, {}
-    for plane in _PLANES:
-        for cp in plane:
-            ch = chr(cp)
-            if _invisible(ch) or unicodedata.category(ch) in ("Mn", "Me"):
-                drop[cp] = None
-            if (got := _prototype(ch, table)) is not None:
-                mapped[cp] = got
-    return _Translation(mapped), _Translation({**mapped, **drop})
+    """Two translations: each non-ASCII code point with a confusable prototype -> that prototype (what
+    :func:`confusable` gives); and the same with every invisible character and combining mark -> nothing."""
+    table = _table()
+    lower = [ch for plane in _PLANES for ch in map(chr, plane) if ch.islower()]
+    mapped = {ord(ch): got for ch in {*table, *lower} if (got := _prototype(ch, table)) is not None}
+    invisible, marks = _points()
+    return _Translation(mapped), _Translation({**mapped, **dict.fromkeys(map(ord, invisible | marks))})
 
 
 def skeleton(text: str, *, keep_case: bool = False) -> str:

@@ -107,3 +107,18 @@ def test_programmatic_checks_read_the_raw_response(judge_server):
         raw, plain = s.score_batch([("Quote it.", '\u200b"Thank you kindly."'), ("Quote it.", '"Thank you kindly."')])
     assert raw.verdict("quoted").label == "UNMET" and plain.verdict("quoted").label == "MET"
     assert "\u200b" not in _shown(server.bodies[0]["messages"])
+
+
+def test_the_planes_read_hold_every_character_the_skeleton_changes():
+    """``folding`` builds its tables over the basic and supplementary planes and the tags: no code point outside
+    them is a format character, a combining mark or confusable with a Latin letter."""
+    from rubric_reward import folding
+
+    inside = {cp for plane in folding._PLANES for cp in plane}
+    table = folding._table()
+    for cp in range(0x80, 0x110000):
+        if cp in inside:
+            continue
+        ch = chr(cp)
+        assert unicodedata.category(ch) not in ("Cf", "Mn", "Me") and ch not in folding._IGNORABLE, hex(cp)
+        assert folding._prototype(ch, table) is None, hex(cp)

@@ -212,3 +212,104 @@ def test_the_repeated_unit_is_found_as_the_plain_search_finds_it():
         base = tuple(rng.choice("abc") for _ in range(rng.randint(0, 4)))
         words = base * rng.randint(0, 5) + tuple(rng.choice("ab") for _ in range(rng.randint(0, 2)))
         assert _unit(words) == plain(words), words
+
+
+def test_a_bullet_is_read_from_the_end_as_the_regex_read_it():
+    from rubric_reward.screening import _bullet
+
+    regex = re.compile(r"(?:^|\n)\s*[-*•+]\s*$")  # quadratic on a long run of line breaks
+    rng = random.Random(12)
+    marks = [" ", "\t", "\n", "\r\n", "\u00a0", "-", "*", "•", "+", "a", ".", ")"]
+    for _ in range(20000):
+        sep = "".join(rng.choice(marks) for _ in range(rng.randint(0, 8)))
+        assert _bullet(sep) == bool(regex.search(sep)), repr(sep)
+
+
+def _plain_in_prompt(words, prompt):
+    from rubric_reward import screening
+
+    pwords, seps = folding.scan(prompt)
+    if words == screening._unit(pwords):
+        return True
+    if all(w.isdigit() for w in words) or (len(words) == 1 and len(words[0]) == 1):
+        return False
+    breaks = [0]
+    for sep in seps:
+        breaks.append(breaks[-1] + ("\n" in sep))
+    n = len(words)
+    return any(pwords[i:i + n] == words and not screening._offered(pwords, seps, i, i + n, breaks)
+               for i in range(len(pwords) - n + 1))
+
+
+def test_the_prompt_echo_search_finds_what_the_word_walk_finds():
+    from rubric_reward.screening import _in_prompt
+
+    rng = random.Random(13)
+    vocab = ["a", "b", "c", "or", "Lyon", "Paris", "1", "B", "x", "y"]
+    seps = [" ", ", ", " / ", "\n", "\n- ", "\nB) ", ". ", " or "]
+    found = 0
+    for _ in range(4000):
+        prompt = "".join(rng.choice(vocab) + rng.choice(seps) for _ in range(rng.randint(1, 20)))
+        pwords = folding.words(prompt)
+        k = rng.randint(0, max(0, len(pwords) - 1))
+        run = pwords[k:k + rng.randint(1, 4)] if rng.random() < 0.7 else tuple(rng.choice(vocab).lower()
+                                                                               for _ in range(rng.randint(1, 3)))
+        if not run:
+            continue
+        expected = _plain_in_prompt(run, prompt)
+        assert _in_prompt(run, prompt) == expected, (run, prompt)
+        found += expected
+    assert found > 100
+
+
+@pytest.mark.parametrize("record_after", [0, 64])
+def test_json_objects_are_found_as_decoding_from_every_start_finds(monkeypatch, record_after):
+    """``provenance._collect`` decodes a failed region once, recording the objects inside; the plain loop decodes
+    from every ``{``. Both find the same objects (a response nested too deep for the decoder reads as None)."""
+    import json
+
+    from rubric_reward import provenance
+
+    def plain(response):
+        out = set()
+
+        def collect(text, depth):
+            i = text.find("{")
+            while i >= 0:
+                try:
+                    value, end = provenance._LENIENT.raw_decode(text, i)
+                except (ValueError, RecursionError):
+                    i = text.find("{", i + 1)
+                    continue
+                stack = [value]
+                while stack:
+                    v = stack.pop()
+                    if isinstance(v, provenance._Pairs):
+                        out.add(frozenset(provenance._field(k, x) for k, x in v))
+                        stack.extend(x for _, x in v)
+                    elif isinstance(v, list):
+                        stack.extend(v)
+                    elif isinstance(v, str) and "{" in v and depth < provenance._MAX_DEPTH:
+                        for variant in {v, v.translate(provenance._QUOTES)}:
+                            collect(variant, depth + 1)
+                i = text.find("{", end)
+
+        if "{" not in response and "&" not in response:
+            return frozenset()
+        for text in provenance._variants(response):
+            collect(text, 0)
+        return frozenset(out)
+
+    monkeypatch.setattr(provenance, "_RECORD_AFTER", record_after)
+    rng = random.Random(14)
+    atoms = ['{', '}', '"', ':', ',', '[', ']', ' ', 'a', '"reason"', '"verdict"', '"MET"', '1', 'true', '\\"', "'",
+             '{"a":', '"x"', '{"reason": "ok", "verdict": "MET"}', "x" * 70, "\n", json.dumps({"v": '{"k": 1}'})]
+    read = 0
+    for _ in range(6000):
+        text = "".join(rng.choice(atoms) for _ in range(rng.randint(1, 60)))
+        got = provenance._records.__wrapped__(text)
+        if got is not None:
+            assert got == plain(text), text
+            read += bool(got)
+    assert read > 500
+    assert provenance._records.__wrapped__('{"a":' * 5000) is None  # nested past the decoder's reach
