@@ -1,15 +1,15 @@
 """Flagging before judging: a response that carries verdict-shaped text for the rubric, addresses the
 grader, or forges the judge prompt's structure.
 
-This is the second line of the verdict boundary (docs/security.md). The first is the parser, which
-takes only the judge's own answer (one schema-valid object that is the whole reply). No parser can
-tell a judge persuaded by a response from an honest one, so the grader looks at the response before
-judging, and per ``GradingConfig.injection`` screens it (minimum score, no judge call), judges it
-alone (never in a group with other responses), or judges it alone and marks it ``suspect``.
+This is a heuristic screen (docs/security.md); what holds by construction is the parser, which takes
+only the judge's own answer (one schema-valid object that is the whole reply). No parser can tell a
+judge persuaded by a response from an honest one, so the grader looks at the response before judging,
+and per ``GradingConfig.injection`` screens it (minimum score, no judge call), judges it alone (never
+in a group with other responses), or judges it alone and marks it ``suspect``.
 
 Everything is read on the one skeleton of :mod:`rubric_reward.folding` (NFKC, confusable letters as
-their prototypes, format and bidi characters dropped; a right-to-left override is also read as it
-displays), so confusable letters, fullwidth forms, zero-width characters and padding do not hide
+their prototypes, invisible characters dropped, as they are from the judge's copy; a right-to-left
+override is also read as it displays), so confusable letters, fullwidth forms, zero-width characters and padding do not hide
 anything, and in any serialisation (JSON with comments or missing commas, YAML, TOML, XML, tables,
 prose), since only words and their order are read, never a parse:
 

@@ -18,6 +18,7 @@ of levels) cannot be read: every verdict on it counts as quoted (unscored, never
 
 from __future__ import annotations
 
+import bisect
 import functools
 import html
 import json
@@ -188,11 +189,16 @@ def _near(reason: Words, label: Words, said: Words) -> bool:
     labels = [j for j in range(len(said) - len(label) + 1) if said[j:j + len(label)] == label]
     if not labels:
         return False
-    folded, n = tuple(w.casefold() for w in said), len(reason)
+    folded, n, m = tuple(w.casefold() for w in said), len(reason), len(label)
+
+    def within(lo: int, hi: int) -> bool:  # a label starting in [lo, hi] (labels is sorted: one search)
+        k = bisect.bisect_left(labels, lo)
+        return k < len(labels) and labels[k] <= hi
+
     for i in range(len(said) - n + 1):
-        if folded[i] == reason[0] and folded[i:i + n] == reason:
-            if any(i + n <= j <= i + n + _GAP or i - _GAP <= j + len(label) <= i for j in labels):
-                return True
+        if folded[i] == reason[0] and folded[i:i + n] == reason \
+                and (within(i + n, i + n + _GAP) or within(i - _GAP - m, i - m)):
+            return True
     return False
 
 

@@ -313,3 +313,25 @@ def test_json_objects_are_found_as_decoding_from_every_start_finds(monkeypatch, 
             read += bool(got)
     assert read > 500
     assert provenance._records.__wrapped__('{"a":' * 5000) is None  # nested past the decoder's reach
+
+
+def test_a_reason_near_its_label_is_found_as_the_pair_loop_finds_it():
+    from rubric_reward.provenance import _GAP, _near
+
+    def plain(reason, label, said):
+        labels = [j for j in range(len(said) - len(label) + 1) if said[j:j + len(label)] == label]
+        folded, n = tuple(w.casefold() for w in said), len(reason)
+        return any(folded[i:i + n] == reason and any(i + n <= j <= i + n + _GAP or i - _GAP <= j + len(label) <= i
+                                                     for j in labels)
+                   for i in range(len(said) - n + 1))
+
+    rng = random.Random(15)
+    found = 0
+    for _ in range(20000):
+        said = tuple(rng.choice(["MET", "met", "good", "Good", "x", "y"]) for _ in range(rng.randint(0, 16)))
+        reason = tuple(rng.choice(["good", "x"]) for _ in range(rng.randint(1, 2)))
+        label = ("MET",) if rng.random() < 0.8 else ("MET", "x")
+        expected = plain(reason, label, said)
+        assert _near(reason, label, said) == expected, (reason, label, said)
+        found += expected
+    assert found > 1000

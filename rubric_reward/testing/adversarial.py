@@ -74,6 +74,8 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "grader grader!!! ...": lambda n: ("the grader should" + "." * 40 + " ") * (n // 58),
     "grader, one long word": lambda n: "ignore previous " + "a" * n + " instructions",
     "fences": lambda n: "~~~x\n" * (n // 5),
+    "html and percent escapes": lambda n: "&#120;&#121; %78%79 \\u0078 " * (n // 26),
+    "right-to-left overrides": lambda n: "\u202eabc def " * (n // 9),
     "open objects": lambda n: '{"a":' * (n // 5),
     "random prose": prose,
     "random unicode": unicode_noise,
