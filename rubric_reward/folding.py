@@ -33,8 +33,8 @@ import json
 import re
 import unicodedata
 
-__all__ = ["SCAN_CHARS", "Words", "compact", "confusable", "fold", "scan", "skeleton", "strip_invisible", "visual", "vocabulary",
-           "words"]
+__all__ = ["SCAN_CHARS", "Words", "compact", "confusable", "fold", "scan", "skeleton", "strip_invisible", "visual",
+           "vocabulary", "words"]
 
 Words = tuple[str, ...]
 

@@ -23,8 +23,8 @@ Degenerate means:
   (``yes or no``, ``A, B or C``, ``x/y``, a labelled list line such as ``B) Lyon``); a run over several
   lines of a list (an example's ``* first``, ``* second``, ``* third``) is an echo, not a choice.
 
-Every screen reads the response in time linear in its length (the prompt-echo screen: linear in the prompt's,
-for each place the response's first words occur there); a response longer than
+Every screen reads the response in time linear in its length (the prompt-echo screen: one substring search of
+the prompt's words, and a few steps for each place the response's words occur there); a response longer than
 :data:`~rubric_reward.folding.SCAN_CHARS` is not read (None: the flag, ``injection.flag_response``, names it
 ``too_long``).
 """
@@ -95,13 +95,26 @@ def _tiles(seq: Any, pieces: frozenset) -> bool:
     return reach[-1]
 
 
+@functools.lru_cache(maxsize=16)
+def _by_first(keys: frozenset[Words]) -> dict[str, tuple[Words, ...]]:
+    """The openers by their first word, longest first."""
+    out: dict[str, list[Words]] = {}
+    for k in sorted(keys, key=len, reverse=True):
+        out.setdefault(k[0], []).append(k)
+    return {w: tuple(ks) for w, ks in out.items()}
+
+
 def _strip_openers(words: Words, keys: frozenset[Words]) -> Words:
-    at = 0  # an index, not a slice per opener: one pass over the words
-    while True:
-        head = max((k for k in keys if words[at:at + len(k)] == k), key=len, default=None)
-        if head is None:
-            return words[at:]
-        at += len(head)
+    """``words`` after its leading openers (the longest at each step): one pass, an index rather than a slice."""
+    by_first, at, n = _by_first(keys), 0, len(words)
+    while at < n:
+        for k in by_first.get(words[at], ()):
+            if len(k) == 1 or words[at:at + len(k)] == k:
+                at += len(k)
+                break
+        else:
+            break
+    return words[at:]
 
 
 def _bullet(sep: str) -> bool:

@@ -335,3 +335,21 @@ def test_a_reason_near_its_label_is_found_as_the_pair_loop_finds_it():
         assert _near(reason, label, said) == expected, (reason, label, said)
         found += expected
     assert found > 1000
+
+
+def test_openers_are_stripped_as_the_longest_first_loop_strips_them():
+    from rubric_reward.screening import MASTER_KEYS, _pieces, _strip_openers
+
+    def plain(words, keys):
+        while True:
+            head = max((k for k in keys if words[:len(k)] == k), key=len, default=None)
+            if head is None:
+                return words
+            words = words[len(head):]
+
+    keys = _pieces(MASTER_KEYS)
+    vocab = [w for k in keys for w in k] + ["x", "paris"]
+    rng = random.Random(16)
+    for _ in range(20000):
+        words = tuple(rng.choice(vocab) for _ in range(rng.randint(0, 10)))
+        assert _strip_openers(words, keys) == plain(words, keys), words
