@@ -103,9 +103,11 @@ def test_a_response_past_the_scan_bound_is_flagged_unread():
 RUBRIC = Rubric.from_obj({"criteria": [{"name": "answers", "requirement": "Answers the question."}]})
 
 
-def test_a_slow_reading_costs_only_its_own_item(judge_server, monkeypatch):
+@pytest.mark.parametrize("mode", ["per_criterion", "group"])
+def test_a_slow_reading_costs_only_its_own_item(judge_server, monkeypatch, mode):
     """One response whose flag takes longer than the batch deadline (a stand-in, waiting in its worker thread):
-    the other nine items are judged and scored; only the slow one is a DEADLINE failure."""
+    the other nine items are judged and scored; only the slow one is a DEADLINE failure. (In ``mode: group`` the
+    slow one's own group waits for it, so it is put to another prompt than the nine.)"""
     from rubric_reward import grader
 
     release = threading.Event()
@@ -120,9 +122,9 @@ def test_a_slow_reading_costs_only_its_own_item(judge_server, monkeypatch):
     monkeypatch.setattr(grader, "flag_response", flag)
     server = judge_server({"answers": "MET"}, latency_s=0.05)
     try:
-        with Scorer(RUBRIC, JudgeConfig(model="judge", base_url=server.base_url)) as s:
+        with Scorer(RUBRIC, JudgeConfig(model="judge", base_url=server.base_url, mode=mode)) as s:
             start = time.perf_counter()
-            results = s.score_batch([("q", slow)] + [("q", f"answer {i}") for i in range(9)], deadline_s=5.0)
+            results = s.score_batch([("p", slow)] + [("q", f"answer {i}") for i in range(9)], deadline_s=5.0)
             elapsed = time.perf_counter() - start
     finally:
         release.set()
