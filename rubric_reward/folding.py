@@ -41,7 +41,7 @@ Words = tuple[str, ...]
 # The most characters the guard reads of one response (1 MiB, about 250k tokens: more than most judges' context).
 # The flag reads every character of a response up to this length in linear time (a fraction of a second on one
 # core); a longer response is not read but flagged (``injection.flag_response``: ``too_long``), so the guard's
-# time per response is bounded and no judge is shown text the guard did not read.
+# time per response is bounded, and under the default policy (screen) no judge is shown text it did not read.
 SCAN_CHARS = 1 << 20
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"

@@ -36,7 +36,7 @@ first (one pass: each run of spaces one space, each run of line breaks one line 
 run over a long separator; a line-anchored rule reads one line; the key/value test reads a separator once, from
 its end; labels and verdict words are matched by position (a sorted search, not a pair loop). A response longer
 than :data:`~rubric_reward.folding.SCAN_CHARS` is not read at all: it is flagged ``too_long`` (the guard cannot
-vouch for text it did not read, and no judge should be shown it as read).
+vouch for text it did not read, so it is screened, or judged alone and marked, as any flagged response).
 """
 
 from __future__ import annotations
