@@ -112,7 +112,7 @@ def test_programmatic_checks_read_the_raw_response(judge_server):
 def test_the_planes_read_hold_every_character_the_skeleton_changes():
     """``folding`` builds its tables over the basic and supplementary planes and the tags: no code point outside
     them is a format character, a combining mark or confusable with a Latin letter."""
-    from rubric_reward import folding
+    from rubric_reward.guards import confusables as folding
 
     inside = {cp for plane in folding._PLANES for cp in plane}
     table = folding._table()

@@ -216,7 +216,7 @@ def test_the_repeated_unit_is_found_as_the_plain_search_finds_it():
 
 
 def test_a_bullet_is_read_from_the_end_as_the_regex_read_it():
-    from rubric_reward.screening import _bullet
+    from rubric_reward.guards.degenerate import _bullet
 
     regex = re.compile(r"(?:^|\n)\s*[-*•+]\s*$")  # quadratic on a long run of line breaks
     rng = random.Random(12)
@@ -227,7 +227,7 @@ def test_a_bullet_is_read_from_the_end_as_the_regex_read_it():
 
 
 def _plain_in_prompt(words, prompt):
-    from rubric_reward import screening
+    from rubric_reward.guards import degenerate as screening
 
     pwords, seps = folding.scan(prompt)
     if words == screening._unit(pwords):
@@ -243,7 +243,7 @@ def _plain_in_prompt(words, prompt):
 
 
 def test_the_prompt_echo_search_finds_what_the_word_walk_finds():
-    from rubric_reward.screening import _in_prompt
+    from rubric_reward.guards.degenerate import _in_prompt
 
     rng = random.Random(13)
     vocab = ["a", "b", "c", "or", "Lyon", "Paris", "1", "B", "x", "y"]
@@ -269,7 +269,7 @@ def test_json_objects_are_found_as_decoding_from_every_start_finds(monkeypatch, 
     from every ``{``. Both find the same objects (a response nested too deep for the decoder reads as None)."""
     import json
 
-    from rubric_reward import provenance
+    from rubric_reward.grading import quotes as provenance
 
     def plain(response):
         out = set()
@@ -317,7 +317,7 @@ def test_json_objects_are_found_as_decoding_from_every_start_finds(monkeypatch, 
 
 
 def test_a_reason_near_its_label_is_found_as_the_pair_loop_finds_it():
-    from rubric_reward.provenance import _GAP, _near
+    from rubric_reward.grading.quotes import _GAP, _near
 
     def plain(reason, label, said):
         labels = [j for j in range(len(said) - len(label) + 1) if said[j:j + len(label)] == label]
@@ -339,7 +339,7 @@ def test_a_reason_near_its_label_is_found_as_the_pair_loop_finds_it():
 
 
 def test_openers_are_stripped_as_the_longest_first_loop_strips_them():
-    from rubric_reward.screening import MASTER_KEYS, _pieces, _strip_openers
+    from rubric_reward.guards.degenerate import MASTER_KEYS, _pieces, _strip_openers
 
     def plain(words, keys):
         while True:

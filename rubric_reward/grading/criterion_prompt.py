@@ -8,7 +8,7 @@ everything up to the criterion across one response's calls:
 
 The response is fenced with a backtick run longer than any run inside it, so it cannot close its own
 block, and the judge is told that fenced text is data. It is shown without invisible characters
-(:func:`rubric_reward.folding.strip_invisible`, what the guard reads too), so no text hidden from the guard
+(:func:`rubric_reward.guards.confusables.strip_invisible`, what the guard reads too), so no text hidden from the guard
 reaches the judge. Options are shown in a shuffled order seeded
 from (seed, response, criterion, judge); the judge answers with an option *label*, which maps back to
 the option regardless of display order.

@@ -13,8 +13,8 @@ injection flag before judging, the verdict-provenance check after it):
   zero-width spaces and joiners, soft hyphens, bidi controls like U+202E and the tag characters
   U+E0000-U+E007F; variation selectors and the other default-ignorable fillers), and combining marks.
 
-:func:`strip_invisible` is also what the judge is shown of a response (:mod:`rubric_reward.prompts`,
-:mod:`rubric_reward.group_prompts`): the guard never reads a text the judge does not, and nothing the guard
+:func:`strip_invisible` is also what the judge is shown of a response (:mod:`rubric_reward.grading.criterion_prompt`,
+:mod:`rubric_reward.grading.group_prompt`): the guard never reads a text the judge does not, and nothing the guard
 cannot see is shown to the judge. Combining marks stay in the judge's text: they mark a visible letter and
 hide nothing.
 

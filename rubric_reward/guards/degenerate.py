@@ -25,7 +25,7 @@ Degenerate means:
 
 Every screen reads the response in time linear in its length (the prompt-echo screen: one substring search of
 the prompt's words, and a few steps for each place the response's words occur there); a response longer than
-:data:`~rubric_reward.folding.SCAN_CHARS` is not read (None: the flag, ``injection.flag_response``, names it
+:data:`~rubric_reward.guards.confusables.SCAN_CHARS` is not read (None: the flag, ``injection.flag_response``, names it
 ``too_long``).
 """
 
@@ -229,7 +229,7 @@ def screen_response(response: str, prompt: Any = None, *, rubric: Any = None,
 
     ``prompt`` is a string or chat messages; ``rubric`` (a :class:`~rubric_reward.rubric.Rubric`)
     enables the rubric-echo screen; ``phrases`` replaces :data:`MASTER_KEYS`. A response longer than
-    :data:`~rubric_reward.folding.SCAN_CHARS` is not read (None)."""
+    :data:`~rubric_reward.guards.confusables.SCAN_CHARS` is not read (None)."""
     if not response:
         return "empty"
     if not response.strip():
