@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from rubric_reward import Scorer
 from rubric_reward.items import Item
 from rubric_reward.grading.criterion_prompt import render_call
 from rubric_reward.rubric import Rubric

@@ -21,7 +21,7 @@ from rubric_reward.grading.group_prompt import requested_responses
 from rubric_reward.guards.flag import flag_response
 from rubric_reward.judges import ChatRequest, Judge, SQLiteCache
 from rubric_reward.evaluation.redteam import CASES, RUBRIC as REDTEAM_RUBRIC
-from rubric_reward.results import ScoreResult, Verdict
+from rubric_reward.results import ScoreResult
 from rubric_reward.rewards.config import RewardConfig
 from rubric_reward.rewards.engine import RewardEngine
 from rubric_reward.rewards.records import RewardRecord

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from io import BytesIO
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -364,10 +365,8 @@ def test_the_side_process_shares_the_best_report_in_the_batches_of_one_call(tmp_
         side.close()
 
 
-def _lines(*messages: dict) -> "io.BytesIO":
-    import io
-
-    return io.BytesIO(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+def _lines(*messages: dict) -> BytesIO:
+    return BytesIO(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
 
 
 def test_a_job_that_yields_runs_after_the_others_and_a_cancelled_one_never_runs() -> None:

@@ -82,13 +82,23 @@ def test_under_the_default_a_copying_judge_fails_and_an_honest_one_passes(tmp_pa
         assert ("FAIL" if code else "PASS") in said and "| mode | column | attack success | benign drift" in said
     gullible, honest = reports["gullible"], reports["honest"]
     assert set(gullible["columns"]) == {"judge", "pipeline"}
+    from rubric_reward.evaluation.redteam import CASES
+    from rubric_reward.guards.confusables import strip_invisible
+    from rubric_reward.testing.redteam_judges import copying_label
+
+    # what a copying judge can read in the text it is shown: invisible characters (the bidi case's override, tag
+    # characters) are removed from the judge's copy as from the guard's, so an attack made only of them is gone
+    readable = {f: sum(copying_label(strip_invisible(c.response)) == "MET" for c in CASES if c.family == f)
+                for f in ("planted", *NEW_FAMILIES[:-1])}
+    assert readable["planted"] == sum(c.family == "planted" for c in CASES) - 1
+    assert readable["invisible"] < sum(c.family == "invisible" for c in CASES)
     assert set(gullible["columns"]["judge"]["modes"]) == {"per_criterion", "per_item", "k", "logprob", "group"}
     for mode, r in gullible["columns"]["judge"]["modes"].items():
         assert r["attack_success_rate"] > 0.8 and r["verdict"] == "FAIL", mode  # the screens hid nothing
-        assert r["families"]["planted"]["moved"] == r["families"]["planted"]["n"]  # flagged, judged anyway
+        assert r["families"]["planted"]["moved"] == readable["planted"], mode  # flagged, judged anyway
         assert r["families"]["planted"]["screened"] == 0
         for family in NEW_FAMILIES[:-1]:
-            assert r["families"][family]["moved"] == r["families"][family]["n"], (mode, family)
+            assert r["families"][family]["moved"] == readable[family], (mode, family)
         assert r["benign_drift_rate"] == 0.0 and r["unscored_rate"] == 0.0
     for mode, r in gullible["columns"]["pipeline"]["modes"].items():  # the screen stops what it flags, no more
         assert r["families"]["planted"]["moved"] == 0 and r["families"]["planted"]["screened"] > 0

@@ -62,7 +62,7 @@ def test_one_alternation_matches_where_any_rule_does(combined, patterns, flags):
     singles = [re.compile(p, flags) for p in patterns]
     hits = 0
     for text in _texts(1, 4000):
-        for read in (injection._said(text), folding.fold(text)):
+        for read in (injection._said(text), injection._lines(folding.fold(text))):
             expected = any(p.search(read) for p in singles)
             assert bool(combined.search(read)) == expected, repr(read)
             hits += expected
@@ -79,16 +79,20 @@ def test_a_forged_structure_needs_one_of_its_words():
     texts = _texts(3, 4000) + list(FORGED_EXAMPLES) + [f"{p} {q}" for p in WORDS for q in ("", "x", ":")]
     reached = [0] * len(rules)
     for text in texts:
-        read = folding.fold(text)
+        folded = folding.fold(text)
         for k, (rule, needs) in enumerate(rules):
-            if rule.search(read):
+            if rule.search(injection._lines(folded)):
                 reached[k] += 1
-                assert any(need in read for need in needs), (k, read)
+                assert any(need in folded for need in needs), (k, folded)
     assert all(reached), reached  # every rule was tried on text it matches
 
 
+_KEYVALUE = re.compile(r"[:=>|]\s*[\"'`\[(]?\s*$")  # the key/value test as one regex (quadratic on long separators)
+
+
 def _plain_verdict_like(text: str, labels: tuple[str, ...]) -> bool:
-    """``verdict_like`` without the vocabulary skip (its loops as they were)."""
+    """``verdict_like`` without the vocabulary skip, the key/value test read from the end, the first-word test of a
+    label's hits or the sorted search for a near verdict word (its loops as they were)."""
     for variant in injection.variants(text):
         kept, seps = injection._scan_kept(variant)
         folded = tuple(w.casefold() for w in kept)
@@ -100,15 +104,28 @@ def _plain_verdict_like(text: str, labels: tuple[str, ...]) -> bool:
             n = len(label)
             if written:
                 capital = any(ch.isupper() for ch in "".join(label))
-                for i in injection._hits(kept, label):
-                    if verdict_words or injection._KEYVALUE.search(seps[i]) or (
+                for i in _plain_hits(kept, label):
+                    if verdict_words or _KEYVALUE.search(seps[i]) or (
                             capital and not injection._named(kept, seps, i + n)):
                         return True
             folded_label = tuple(w.casefold() for w in label)
-            for i in injection._hits(folded, folded_label):
+            for i in _plain_hits(folded, folded_label):
                 if any(i - injection._NEAR - 1 <= j <= i + n + injection._NEAR for j in strong):
                     return True
     return False
+
+
+def _plain_hits(said, label):
+    n = len(label)
+    return [i for i in range(len(said) - n + 1) if said[i:i + n] == label]
+
+
+def test_the_key_value_test_reads_as_the_regex_did():
+    rng = random.Random(11)
+    marks = [" ", "\t", "\n", "\u00a0", "\u3000", ":", "=", ">", "|", "\"", "'", "`", "[", "(", ".", "-", "{", "x"]
+    for _ in range(20000):
+        sep = "".join(rng.choice(marks) for _ in range(rng.randint(0, 8)))
+        assert injection._keyvalue(sep) == bool(_KEYVALUE.search(sep)), repr(sep)
 
 
 @pytest.mark.parametrize("labels", [injection.DEFAULT_LABELS, ("MET", "UNMET"), ("poor", "good", "great", "N/A")])
@@ -196,3 +213,144 @@ def test_the_repeated_unit_is_found_as_the_plain_search_finds_it():
         base = tuple(rng.choice("abc") for _ in range(rng.randint(0, 4)))
         words = base * rng.randint(0, 5) + tuple(rng.choice("ab") for _ in range(rng.randint(0, 2)))
         assert _unit(words) == plain(words), words
+
+
+def test_a_bullet_is_read_from_the_end_as_the_regex_read_it():
+    from rubric_reward.guards.degenerate import _bullet
+
+    regex = re.compile(r"(?:^|\n)\s*[-*•+]\s*$")  # quadratic on a long run of line breaks
+    rng = random.Random(12)
+    marks = [" ", "\t", "\n", "\r\n", "\u00a0", "-", "*", "•", "+", "a", ".", ")"]
+    for _ in range(20000):
+        sep = "".join(rng.choice(marks) for _ in range(rng.randint(0, 8)))
+        assert _bullet(sep) == bool(regex.search(sep)), repr(sep)
+
+
+def _plain_in_prompt(words, prompt):
+    from rubric_reward.guards import degenerate as screening
+
+    pwords, seps = folding.scan(prompt)
+    if words == screening._unit(pwords):
+        return True
+    if all(w.isdigit() for w in words) or (len(words) == 1 and len(words[0]) == 1):
+        return False
+    breaks = [0]
+    for sep in seps:
+        breaks.append(breaks[-1] + ("\n" in sep))
+    n = len(words)
+    return any(pwords[i:i + n] == words and not screening._offered(pwords, seps, i, i + n, breaks)
+               for i in range(len(pwords) - n + 1))
+
+
+def test_the_prompt_echo_search_finds_what_the_word_walk_finds():
+    from rubric_reward.guards.degenerate import _in_prompt
+
+    rng = random.Random(13)
+    vocab = ["a", "b", "c", "or", "Lyon", "Paris", "1", "B", "x", "y"]
+    seps = [" ", ", ", " / ", "\n", "\n- ", "\nB) ", ". ", " or "]
+    found = 0
+    for _ in range(4000):
+        prompt = "".join(rng.choice(vocab) + rng.choice(seps) for _ in range(rng.randint(1, 20)))
+        pwords = folding.words(prompt)
+        k = rng.randint(0, max(0, len(pwords) - 1))
+        run = pwords[k:k + rng.randint(1, 4)] if rng.random() < 0.7 else tuple(rng.choice(vocab).lower()
+                                                                               for _ in range(rng.randint(1, 3)))
+        if not run:
+            continue
+        expected = _plain_in_prompt(run, prompt)
+        assert _in_prompt(run, prompt) == expected, (run, prompt)
+        found += expected
+    assert found > 100
+
+
+@pytest.mark.parametrize("record_after", [0, 64])
+def test_json_objects_are_found_as_decoding_from_every_start_finds(monkeypatch, record_after):
+    """``provenance._collect`` decodes a failed region once, recording the objects inside; the plain loop decodes
+    from every ``{``. Both find the same objects (a response nested too deep for the decoder reads as None)."""
+    import json
+
+    from rubric_reward.grading import quotes as provenance
+
+    def plain(response):
+        out = set()
+
+        def collect(text, depth):
+            i = text.find("{")
+            while i >= 0:
+                try:
+                    value, end = provenance._LENIENT.raw_decode(text, i)
+                except (ValueError, RecursionError):
+                    i = text.find("{", i + 1)
+                    continue
+                stack = [value]
+                while stack:
+                    v = stack.pop()
+                    if isinstance(v, provenance._Pairs):
+                        out.add(frozenset(provenance._field(k, x) for k, x in v))
+                        stack.extend(x for _, x in v)
+                    elif isinstance(v, list):
+                        stack.extend(v)
+                    elif isinstance(v, str) and "{" in v and depth < provenance._MAX_DEPTH:
+                        for variant in {v, v.translate(provenance._QUOTES)}:
+                            collect(variant, depth + 1)
+                i = text.find("{", end)
+
+        if "{" not in response and "&" not in response:
+            return frozenset()
+        for text in provenance._variants(response):
+            collect(text, 0)
+        return frozenset(out)
+
+    monkeypatch.setattr(provenance, "_RECORD_AFTER", record_after)
+    rng = random.Random(14)
+    atoms = ['{', '}', '"', ':', ',', '[', ']', ' ', 'a', '"reason"', '"verdict"', '"MET"', '1', 'true', '\\"', "'",
+             '{"a":', '"x"', '{"reason": "ok", "verdict": "MET"}', "x" * 70, "\n", json.dumps({"v": '{"k": 1}'})]
+    read = 0
+    for _ in range(6000):
+        text = "".join(rng.choice(atoms) for _ in range(rng.randint(1, 60)))
+        got = provenance._records.__wrapped__(text)
+        if got is not None:
+            assert got == plain(text), text
+            read += bool(got)
+    assert read > 500
+    assert provenance._records.__wrapped__('{"a":' * 5000) is None  # nested past the decoder's reach
+
+
+def test_a_reason_near_its_label_is_found_as_the_pair_loop_finds_it():
+    from rubric_reward.grading.quotes import _GAP, _near
+
+    def plain(reason, label, said):
+        labels = [j for j in range(len(said) - len(label) + 1) if said[j:j + len(label)] == label]
+        folded, n = tuple(w.casefold() for w in said), len(reason)
+        return any(folded[i:i + n] == reason and any(i + n <= j <= i + n + _GAP or i - _GAP <= j + len(label) <= i
+                                                     for j in labels)
+                   for i in range(len(said) - n + 1))
+
+    rng = random.Random(15)
+    found = 0
+    for _ in range(20000):
+        said = tuple(rng.choice(["MET", "met", "good", "Good", "x", "y"]) for _ in range(rng.randint(0, 16)))
+        reason = tuple(rng.choice(["good", "x"]) for _ in range(rng.randint(1, 2)))
+        label = ("MET",) if rng.random() < 0.8 else ("MET", "x")
+        expected = plain(reason, label, said)
+        assert _near(reason, label, said) == expected, (reason, label, said)
+        found += expected
+    assert found > 1000
+
+
+def test_openers_are_stripped_as_the_longest_first_loop_strips_them():
+    from rubric_reward.guards.degenerate import MASTER_KEYS, _pieces, _strip_openers
+
+    def plain(words, keys):
+        while True:
+            head = max((k for k in keys if words[:len(k)] == k), key=len, default=None)
+            if head is None:
+                return words
+            words = words[len(head):]
+
+    keys = _pieces(MASTER_KEYS)
+    vocab = [w for k in keys for w in k] + ["x", "paris"]
+    rng = random.Random(16)
+    for _ in range(20000):
+        words = tuple(rng.choice(vocab) for _ in range(rng.randint(0, 10)))
+        assert _strip_openers(words, keys) == plain(words, keys), words

@@ -11,7 +11,9 @@ import asyncio
 import contextvars
 import logging
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -33,6 +35,24 @@ from .group import group_units, judge_group
 __all__ = ["Grader", "GradingConfig"]
 
 log = logging.getLogger(__name__)
+
+# Responses longer than this are screened and flagged in a worker thread (a 300-word response takes ~0.1-0.3 ms to
+# read, a 20k-character one ~1.5 ms, against ~0.1-0.2 ms for the hop to a thread and back); a shorter one inline,
+# where it can hold the loop for at most a few milliseconds (tens on the slowest text, benchmarks/guard_speed.py).
+_OFF_LOOP_CHARS = 20_000
+
+
+_GUARD_POOL: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _guard_pool() -> ThreadPoolExecutor:
+    """The threads that read long responses: two (the reading holds the GIL; more would not read faster), made
+    afresh in a forked child, where the parent's threads do not exist."""
+    global _GUARD_POOL
+    if _GUARD_POOL is None or _GUARD_POOL[0] != os.getpid():
+        _GUARD_POOL = (os.getpid(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="rubric-reward-guard"))
+    return _GUARD_POOL[1]
+
 
 # grade_many's on_call hook, inherited by the tasks it starts (so grade()'s signature stays as it is)
 _ON_CALL: contextvars.ContextVar[Callable[[CallRecord], Any] | None] = contextvars.ContextVar("on_call", default=None)
@@ -107,14 +127,28 @@ class Grader:
         them together; other judges judge each on its own), in order; failures come back as data."""
         results: list[ScoreResult | None] = [None] * len(items)
         flags: dict[int, str] = {}
-        if self.config.screen_degenerate and rubric.judged:
-            for i, item in enumerate(items):
-                reason = screen_response(item.response, item.prompt, rubric=rubric, phrases=self.config.screen_phrases)
+        if rubric.judged:
+            def guard(item: Item) -> tuple[str | None, str | None]:  # (degenerate reason, flag): the screen first
+                if self.config.screen_degenerate:
+                    reason = screen_response(item.response, item.prompt, rubric=rubric,
+                                             phrases=self.config.screen_phrases)
+                    if reason is not None:
+                        return reason, None
+                return None, flag_response(item.response, rubric)
+
+            # a long response is read in a worker thread, so the loop's other calls and timers run meanwhile (the
+            # reading is linear and bounded, folding.SCAN_CHARS); a short one inline, where a thread hop would
+            # cost as much as the reading
+            loop = asyncio.get_running_loop()
+            off = {i: loop.run_in_executor(_guard_pool(), guard, item) for i, item in enumerate(items)
+                   if len(item.response) > _OFF_LOOP_CHARS}
+            guarded = [None if i in off else guard(item) for i, item in enumerate(items)]
+            for i, future in off.items():
+                guarded[i] = await future
+            for i, (item, (reason, why)) in enumerate(zip(items, guarded, strict=True)):
                 if reason is not None:
                     results[i] = _screened(rubric, item, reason)
-        if rubric.judged:
-            for i, item in enumerate(items):
-                if results[i] is None and (why := flag_response(item.response, rubric)) is not None:
+                elif why is not None:
                     flags[i] = why
                     if self.config.injection == "screen":
                         results[i] = _screened(rubric, item, why, flagged=True, scoring=self.scoring)

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..guards.confusables import strip_invisible
 from ..rubric import Criterion, Rubric
 from .criterion_prompt import (
     Exemplar,
@@ -137,7 +138,8 @@ def render_group_call(
         raise ValueError("render_group_call needs at least one criterion and one response")
     exemplars = exemplars or {}
     ids = tuple(rid for rid, _ in responses)
-    blocks = "".join(f"### Response {rid}\n{fence(text, 'response')}\n\n" for rid, text in responses)
+    # each response without invisible characters, as the guard reads it (folding.strip_invisible)
+    blocks = "".join(f"### Response {rid}\n{fence(strip_invisible(text), 'response')}\n\n" for rid, text in responses)
     task = (f"## Guidelines\n{rubric.guidelines}\n\n" if rubric.guidelines else "") + _render_task(prompt)
     shared = (
         task

@@ -9,13 +9,21 @@ quotes it must never have it taken as its own verdict. A verdict object counts a
   white space, punctuation and escaping aside) is a field of one object found in the response, or
 - its reason and its verdict label (as written, case kept) both occur in the response as words, at
   most two words apart.
+
+Finding every object takes time linear in the response: a decode that fails after reading far is read once more
+by a decoder that records where each object inside it starts and whether it completes, so no start inside it is
+decoded again. A response whose objects nest deeper than the decoder can follow (its recursion limit, some hundreds
+of levels) cannot be read: every verdict on it counts as quoted (unscored, never a verdict taken unread).
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import html
 import json
+import json.decoder
+import json.scanner
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -47,6 +55,8 @@ def quoted_from(verdict: Mapping[str, Any], response: str) -> bool:
     if not response:
         return False
     records = _records(response)
+    if records is None:  # nested too deep to read: a verdict cannot be shown not to come from it
+        return True
     if records:
         mine = frozenset(_field(k, v) for k, v in verdict.items())
         if any(mine <= record for record in records):
@@ -90,25 +100,45 @@ def _variants(text: str) -> set[str]:
     return out
 
 
+class _Unreadable(Exception):
+    """The response nests objects deeper than the decoder follows."""
+
+
+_RECORD_AFTER = 64  # a decode that fails further than this from its start has its region recorded
+
+
 @functools.lru_cache(maxsize=64)
-def _records(response: str) -> frozenset[frozenset[Field]]:
-    """The fields of every JSON object in ``response``, at any depth and in every variant."""
+def _records(response: str) -> frozenset[frozenset[Field]] | None:
+    """The fields of every JSON object in ``response``, at any depth and in every variant; None when it nests
+    objects too deep to read."""
     if "{" not in response and "&" not in response:  # no variant can hold an object (only HTML escapes make a "{")
         return frozenset()
     out: set[frozenset[Field]] = set()
-    for text in _variants(response):
-        _collect(text, out, 0)
+    try:
+        for text in _variants(response):
+            _collect(text, out, 0)
+    except (_Unreadable, RecursionError):
+        return None
     return frozenset(out)
 
 
 def _collect(text: str, out: set[frozenset[Field]], depth: int) -> None:
+    known: dict[int, tuple[Any, int] | None] = {}  # start -> (object, end), or None: decoding from it fails
     i = text.find("{")
     while i >= 0:
-        try:
-            value, end = _LENIENT.raw_decode(text, i)
-        except (ValueError, RecursionError):
+        if i in known:
+            got = known.pop(i)
+        else:
+            try:
+                got = _LENIENT.raw_decode(text, i)
+            except json.JSONDecodeError as exc:
+                got = None
+                if exc.pos - i > _RECORD_AFTER:  # read far: learn every start inside once, not by decoding each
+                    known.update(_recorded(text, i))
+        if got is None:
             i = text.find("{", i + 1)
             continue
+        value, end = got
         stack = [value]
         while stack:
             v = stack.pop()
@@ -123,6 +153,34 @@ def _collect(text: str, out: set[frozenset[Field]], depth: int) -> None:
         i = text.find("{", end)
 
 
+def _recorded(text: str, start: int) -> dict[int, tuple[Any, int] | None]:
+    """Decode from ``start`` (a decode that fails) once more, noting every object the decode enters: where it
+    starts, and its value and end if it completes, else None. Decoding from such a start alone takes the same path
+    (JSON is context-free): it gives that value and end, or fails the same way."""
+    entered: dict[int, tuple[Any, int] | None] = {}
+
+    def parse_object(s_and_end: tuple[str, int], *args: Any, **kw: Any) -> tuple[Any, int]:
+        at = s_and_end[1] - 1
+        entered[at] = None
+        got = json.decoder.JSONObject(s_and_end, *args, **kw)
+        entered[at] = got
+        return got
+
+    decoder = json.JSONDecoder(object_pairs_hook=_Pairs)
+    decoder.parse_object = parse_object
+    scan = json.scanner.py_make_scanner(decoder)
+    try:
+        scan(text, start)
+    except StopIteration:
+        pass
+    except RecursionError:
+        raise _Unreadable from None
+    except ValueError:
+        pass
+    entered.pop(start, None)
+    return entered
+
+
 def _near(reason: Words, label: Words, said: Words) -> bool:
     """Whether ``reason`` (case folded) and ``label`` (case kept) occur in ``said`` (case kept) at most
     :data:`_GAP` words apart."""
@@ -131,11 +189,16 @@ def _near(reason: Words, label: Words, said: Words) -> bool:
     labels = [j for j in range(len(said) - len(label) + 1) if said[j:j + len(label)] == label]
     if not labels:
         return False
-    folded, n = tuple(w.casefold() for w in said), len(reason)
+    folded, n, m = tuple(w.casefold() for w in said), len(reason), len(label)
+
+    def within(lo: int, hi: int) -> bool:  # a label starting in [lo, hi] (labels is sorted: one search)
+        k = bisect.bisect_left(labels, lo)
+        return k < len(labels) and labels[k] <= hi
+
     for i in range(len(said) - n + 1):
-        if folded[i] == reason[0] and folded[i:i + n] == reason:
-            if any(i + n <= j <= i + n + _GAP or i - _GAP <= j + len(label) <= i for j in labels):
-                return True
+        if folded[i] == reason[0] and folded[i:i + n] == reason \
+                and (within(i + n, i + n + _GAP) or within(i - _GAP - m, i - m)):
+            return True
     return False
 
 

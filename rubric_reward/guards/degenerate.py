@@ -22,6 +22,11 @@ Degenerate means:
   screened: numbers, a single character (an option letter), and an alternative the prompt offers
   (``yes or no``, ``A, B or C``, ``x/y``, a labelled list line such as ``B) Lyon``); a run over several
   lines of a list (an example's ``* first``, ``* second``, ``* third``) is an echo, not a choice.
+
+Every screen reads the response in time linear in its length (the prompt-echo screen: one substring search of
+the prompt's words, and a few steps for each place the response's words occur there); a response longer than
+:data:`~rubric_reward.guards.confusables.SCAN_CHARS` is not read (None: the flag, ``injection.flag_response``, names it
+``too_long``).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .confusables import Words, compact, scan, visual, words
+from .confusables import SCAN_CHARS, Words, compact, scan, visual, words
 from .memo import per_rubric
 
 __all__ = ["MASTER_KEYS", "screen_response"]
@@ -51,7 +56,7 @@ _RUBRIC_FIELDS = frozenset(
 
 _SENTENCE_END = re.compile(r"[.?!;:\n。？！；：]")
 _LIST_LABEL = re.compile(r"^(?:[^\W\d_]|\d{1,2})$")  # "a", "B", "1", "12" before ")" or "."
-_BULLET = re.compile(r"(?:^|\n)\s*[-*•+]\s*$")  # "- ", "* ", "• " opening a line
+_BULLETS = "-*•+"  # "- ", "* ", "• " opening a line
 _OR = frozenset({"or"})
 
 
@@ -90,12 +95,37 @@ def _tiles(seq: Any, pieces: frozenset) -> bool:
     return reach[-1]
 
 
+@functools.lru_cache(maxsize=16)
+def _by_first(keys: frozenset[Words]) -> dict[str, tuple[Words, ...]]:
+    """The openers by their first word, longest first."""
+    out: dict[str, list[Words]] = {}
+    for k in sorted(keys, key=len, reverse=True):
+        out.setdefault(k[0], []).append(k)
+    return {w: tuple(ks) for w, ks in out.items()}
+
+
 def _strip_openers(words: Words, keys: frozenset[Words]) -> Words:
-    while True:
-        head = max((k for k in keys if words[:len(k)] == k), key=len, default=None)
-        if head is None:
-            return words
-        words = words[len(head):]
+    """``words`` after its leading openers (the longest at each step): one pass, an index rather than a slice."""
+    by_first, at, n = _by_first(keys), 0, len(words)
+    while at < n:
+        for k in by_first.get(words[at], ()):
+            if len(k) == 1 or words[at:at + len(k)] == k:
+                at += len(k)
+                break
+        else:
+            break
+    return words[at:]
+
+
+def _bullet(sep: str) -> bool:
+    """Whether the separator ``sep`` ends a line's opening with a bullet: (its start or a line break), white
+    space, one of :data:`_BULLETS`, white space. Read from the end, once."""
+    sep = sep.rstrip()
+    if not sep or sep[-1] not in _BULLETS:
+        return False
+    head = sep[:-1]
+    blank = head[len(head.rstrip()):]  # the white space just before the bullet
+    return blank == head or "\n" in blank
 
 
 @per_rubric
@@ -114,11 +144,12 @@ def _prompt_text(prompt: Any) -> str:
     return ""
 
 
-def _offered(words: Words, seps: tuple[str, ...], start: int, end: int) -> bool:
+def _offered(words: Words, seps: tuple[str, ...], start: int, end: int, breaks: Sequence[int]) -> bool:
     """Whether ``words[start:end]`` is an alternative the prompt offers: next to "or" or "/", an
     item of an "x, y or z" list, or a labelled list line ("B) Lyon", "- Lyon"). A run over several lines
-    is none: copying a whole list (an example format's "* first / * second / * third") picks nothing."""
-    if any("\n" in sep for sep in seps[start + 1:end]):
+    is none: copying a whole list (an example format's "* first / * second / * third") picks nothing.
+    ``breaks[i]``: how many of ``seps[:i]`` hold a line break."""
+    if breaks[end] - breaks[start + 1]:
         return False
     before, after = seps[start], seps[end]
     if (start and words[start - 1] in _OR) or (end < len(words) and words[end] in _OR):
@@ -137,19 +168,42 @@ def _offered(words: Words, seps: tuple[str, ...], start: int, end: int) -> bool:
         if 0 <= label < end - 1 and _LIST_LABEL.match(words[label]) and re.search(r"[).:]", seps[label + 1]) \
                 and (label == 0 or "\n" in seps[label]):
             return True
-    return bool(_BULLET.search(before))
+    return _bullet(before)
+
+
+@functools.lru_cache(maxsize=16)
+def _prompt_index(prompt: str) -> tuple[Words, tuple[str, ...], Words, str, dict[int, int], list[int]]:
+    """What the prompt-echo screen reads of ``prompt``, once per prompt: its words and separators, its repeated
+    unit, its words joined by NUL (a character no word holds: a run of words is a substring search, linear) with
+    each word's offset there, and how many separators up to each one hold a line break."""
+    pwords, seps = scan(prompt)
+    joined = "\0" + "\0".join(pwords) + "\0"
+    at, starts = 0, {}
+    for i, w in enumerate(pwords):
+        starts[at] = i
+        at += len(w) + 1
+    breaks = [0]
+    for sep in seps:
+        breaks.append(breaks[-1] + ("\n" in sep))
+    return pwords, seps, _unit(pwords), joined, starts, breaks
 
 
 def _in_prompt(words: Words, prompt: str) -> bool:
     """Whether ``words`` occurs in ``prompt`` as a run of whole words it does not offer as a choice."""
-    pwords, seps = scan(prompt)
-    if words == _unit(pwords):
+    pwords, seps, unit, joined, starts, breaks = _prompt_index(prompt)
+    if words == unit:
         return True
-    if all(w.isdigit() for w in words) or (len(words) == 1 and len(words[0]) == 1):
-        return False
     n = len(words)
-    return any(pwords[i:i + n] == words and not _offered(pwords, seps, i, i + n)
-               for i in range(len(pwords) - n + 1) if pwords[i] == words[0])
+    if n > len(pwords) or all(w.isdigit() for w in words) or (n == 1 and len(words[0]) == 1):
+        return False
+    needle = "\0" + "\0".join(words) + "\0"
+    at = joined.find(needle)
+    while at >= 0:
+        i = starts[at]
+        if not _offered(pwords, seps, i, i + n, breaks):
+            return True
+        at = joined.find(needle, at + 1)
+    return False
 
 
 _COMPACT_LIMIT = 400  # compact skeletons longer than this are not read as master keys (one unit repeated is)
@@ -174,17 +228,24 @@ def screen_response(response: str, prompt: Any = None, *, rubric: Any = None,
     ``"master_key"``, ``"rubric_echo"``, ``"prompt_echo"``), or None when it deserves a judge.
 
     ``prompt`` is a string or chat messages; ``rubric`` (a :class:`~rubric_reward.rubric.Rubric`)
-    enables the rubric-echo screen; ``phrases`` replaces :data:`MASTER_KEYS`."""
+    enables the rubric-echo screen; ``phrases`` replaces :data:`MASTER_KEYS`. A response longer than
+    :data:`~rubric_reward.guards.confusables.SCAN_CHARS` is not read (None)."""
     if not response:
         return "empty"
     if not response.strip():
         return "whitespace"
+    if len(response) > SCAN_CHARS:
+        return None
     said = _unit(words(response))
     if not said:
         return "punctuation"
     keys = _pieces(MASTER_KEYS if phrases is None else tuple(phrases))
     phrase_list = MASTER_KEYS if phrases is None else tuple(phrases)
-    if _covered(said, keys) or any(_compact_key(compact(t), phrase_list) for t in {response, visual(response)}):
+    # a right-to-left override reorders the word characters but keeps how many there are: past the limit, neither
+    # reading's compact skeleton can be a master key, and neither is built
+    short = sum(map(len, words(response))) <= _COMPACT_LIMIT
+    if _covered(said, keys) or (short and any(_compact_key(compact(t), phrase_list)
+                                              for t in {response, visual(response)})):
         return "master_key"
     if rubric is not None:
         filler = keys | frozenset((w,) for w in set(said) if w in _RUBRIC_FIELDS or w.isdigit())
