@@ -8,7 +8,9 @@
 * ``formatting``: numbers, intervals and tables in reports ("n/a" for undefined, never NaN);
 * ``compare``: paired comparison of runs on the same items;
 * ``ifeval_prompts``: the IFEval prompts, paired with responses, as checks or as a rubric;
-* ``ifeval_report``: IFEval strict/loose results of a system and base-vs-trained comparisons.
+* ``ifeval_report``: IFEval strict/loose results of a system and base-vs-trained comparisons;
+* ``qualify`` (a subpackage): the judge card, whether a judge can carry a rubric as a reward
+  (``rubric-reward qualify``, the GRPO recipe's gate).
 
 Statistics themselves are pure functions in :mod:`rubric_reward.stats`; this package reads results and
 writes reports. Exports load lazily.
