@@ -66,15 +66,11 @@ def _rows(args: argparse.Namespace, rubric: Any) -> list[Any]:
 
 def _cmd_qualify(args: argparse.Namespace) -> int:
     from ..evaluation.qualify import QualifyConfig, match_gold, qualify
-    from ..rubric import RubricError, load_rubric
+    from ..rubric import load_rubric
     from ..util.progress import Progress
     from .score import judge_spec
 
-    try:
-        rubric = load_rubric(args.rubric)
-    except RubricError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    rubric = load_rubric(args.rubric)  # a RubricError is one line and exit 2 (main.run_command)
     if not rubric.judged:
         print(f"error: {args.rubric}: rubric {rubric.name!r} has no judged criteria; there is no judge to qualify",
               file=sys.stderr)

@@ -80,14 +80,10 @@ def judge_spec(args: argparse.Namespace) -> Any:
 
 def _cmd_score(args: argparse.Namespace) -> int:
     from ..util.progress import Progress
-    from ..rubric import RubricError, load_rubric
+    from ..rubric import load_rubric
     from ..scorer import Scorer
 
-    try:
-        rubric = load_rubric(args.rubric)
-    except RubricError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    rubric = load_rubric(args.rubric)  # a RubricError is one line and exit 2 (main.run_command)
     rows = _read_jsonl(Path(args.input))
     judge = judge_spec(args) if rubric.judged else None
     from .notes import bundled_model_note

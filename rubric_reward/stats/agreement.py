@@ -15,16 +15,7 @@ from typing import Any, Literal, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from ._common import (
-    LabelSeq,
-    NumSeq,
-    TestResult,
-    _Result,
-    as_labels,
-    as_numeric,
-    check_same_length,
-    paired_numeric,
-)
+from ._common import LabelSeq, NumSeq, TestResult, _Result, as_labels, as_numeric, check_same_length, paired_numeric
 
 Order: TypeAlias = Sequence[Hashable] | Mapping[Hashable, float]
 

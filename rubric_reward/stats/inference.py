@@ -13,22 +13,12 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ._common import (
-    Interval,
-    LabelSeq,
-    NumSeq,
-    TestResult,
-    _Result,
-    as_labels,
-    as_numeric,
-    check_same_length,
-    exact_differences,
-    paired_numeric,
-    rng_kwargs,
-)
+from ._common import (Interval, LabelSeq, NumSeq, TestResult, _Result, as_labels, as_numeric, check_same_length,
+                      exact_differences, paired_numeric, rng_kwargs)
 
 Statistic = Callable[..., Any]
 Alternative = Literal["two-sided", "less", "greater"]
+BootstrapMethod = Literal["percentile", "basic", "BCa"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +72,7 @@ def bootstrap_ci(
     confidence: float = 0.95,
     seed: int | None = 0,
     clusters: LabelSeq | None = None,
-    method: Literal["percentile", "basic", "BCa"] = "percentile",
+    method: BootstrapMethod = "percentile",
 ) -> Interval:
     """Bootstrap confidence interval for ``statistic(values)``.
 
@@ -160,33 +150,18 @@ def _cluster_bootstrap_distribution(
     return np.array([statistic(np.repeat(x, row[codes])) for row in counts], dtype=float)
 
 
-def paired_bootstrap_ci(
-    a: NumSeq,
-    b: NumSeq,
-    *,
-    n_resamples: int = 2000,
-    confidence: float = 0.95,
-    seed: int | None = 0,
-    clusters: LabelSeq | None = None,
-    method: Literal["percentile", "basic", "BCa"] = "percentile",
-) -> Interval:
+def paired_bootstrap_ci(a: NumSeq, b: NumSeq, *, n_resamples: int = 2000, confidence: float = 0.95,
+                        seed: int | None = 0, clusters: LabelSeq | None = None,
+                        method: BootstrapMethod = "percentile") -> Interval:
     """Bootstrap interval for the mean of ``a - b`` over complete pairs.
 
     Differences are exact (``exact_differences``: equal scores give exactly 0).
     Pairs are resampled together (optionally by cluster); conventions as in
     ``bootstrap_ci``.
     """
-    # NaN in either side makes the difference NaN, which bootstrap_ci drops
-    # together with its cluster id.
-    return bootstrap_ci(
-        exact_differences(a, b),
-        np.mean,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        seed=seed,
-        clusters=clusters,
-        method=method,
-    )
+    # NaN in either side makes the difference NaN, which bootstrap_ci drops together with its cluster id.
+    return bootstrap_ci(exact_differences(a, b), np.mean, n_resamples=n_resamples, confidence=confidence, seed=seed,
+                        clusters=clusters, method=method)
 
 
 def _mean_difference(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], axis: int) -> Any:
