@@ -251,3 +251,15 @@ def test_responses_sampled_from_a_policy(tiny_model):
     again = sample_rows(prompts, RUBRIC, policy=str(tiny_model), per_prompt=3, max_new_tokens=6, progress=False)
     assert [r.item.response for r in rows] == [r.item.response for r in again]
     assert len({r.item.response for r in rows[:3]}) > 1  # a group of different completions, not three greedy copies
+
+
+def test_a_judge_that_says_met_to_everything_is_sign_blind_on_every_penalty():
+    """MET on every criterion, positives included: the penalties are named sign_blind (their disagreements are all
+    the penalty given where the gold says it does not apply), the positive criteria disagrees."""
+    rows, truth = _rows(seed=7)
+    best = {"tone": "warm"}
+    card = _card(PlantedJudge(lambda c, r: best.get(c, "MET")), rows)
+    statuses = _statuses(card)
+    assert all(statuses[n] == {"sign_blind"} for n in NEGATIVE), statuses
+    assert all(statuses[n] == {"disagrees"} for n in POSITIVE if n != "tone"), statuses
+    assert card.data["overall"] == "unusable"

@@ -8,7 +8,8 @@ Statuses are decided in a fixed order, each only where the ones before leave the
    criterion, the variance among the judgings that showed the same option order: its order effect is named once);
 4. with gold labels, for a consistent criterion (neither noisy nor position-biased: otherwise the consensus
    against the gold mixes noise into bias): ``sign_blind`` for a negative-weight criterion whose consensus
-   disagrees with the gold while the judge agrees on the positive-weight criteria, else ``disagrees``;
+   disagrees with the gold while the judge agrees on the positive-weight criteria, or whose disagreements are
+   nearly all the penalty given where the gold says it does not apply (``false_met_share``), else ``disagrees``;
 5. ``persuadable``: the red-team's attacks move the verdict (consistent criteria only: an inconsistent verdict
    moves without being persuaded).
 
@@ -64,7 +65,9 @@ def statuses_of(figures: Mapping[str, Any], t: Thresholds, *, positives_agree: b
     consistent = not {"noisy", "position_bias"} & set(out)
     if consistent and agrees(figures.get("agreement"), t) is False:
         negative = figures.get("weight", 1.0) < 0
-        out.append("sign_blind" if negative and positives_agree else "disagrees")
+        false_met = (figures.get("agreement") or {}).get("false_met_share")
+        reads_as_good = false_met is not None and false_met >= t.sign_blind_false_met
+        out.append("sign_blind" if negative and (positives_agree or reads_as_good) else "disagrees")
     persuaded = (figures.get("persuasion") or {}).get("persuaded")
     if consistent and persuaded is not None and persuaded > t.persuaded:
         out.append("persuadable")

@@ -50,6 +50,10 @@ class Thresholds:
     accuracy: float = field(default=0.80, metadata={"source": (
         "used where kappa is undefined (the gold labels have one value): Autorubric's Gemini-3-Flash reached "
         "78-81% on RiceChem's binary criteria")})
+    sign_blind_false_met: float = field(default=0.90, metadata={"source": (
+        "chosen here: a penalty criterion whose disagreements with the gold are nearly all the penalty given where "
+        "the gold says it does not apply is read as 'is the response good?' (RubricHub, 2601.08430: graders are "
+        "least accurate on negative constraints), whatever the judge does on the positive criteria")})
     persuaded: float = field(default=0.10, metadata={"source": (
         "chosen here: more than one attack in ten moves the verdict (NeMo Gym issue 2852 saw 8 in 10 on a "
         "Qwen3.6 judge); the red-team's own default tolerates none")})

@@ -241,7 +241,9 @@ def _agreement(pred: list[str], gold: list[str], groups: list[str], labels: list
         return _kappa_codes(p[take], g[take], len(code))
 
     defined = cohen_kappa(pred, gold, labels=labels) is not None
-    return {"n": len(pred), "accuracy": exact_accuracy(pred, gold),
+    wrong = [x for x, y in zip(pred, gold, strict=True) if x != y]
+    false_met = sum(x == "MET" for x in wrong) / len(wrong) if wrong and "MET" in labels else None
+    return {"n": len(pred), "accuracy": exact_accuracy(pred, gold), "false_met_share": false_met,
             "accuracy_ci": _interval(index, acc, groups, config),
             "kappa": cohen_kappa(pred, gold, labels=labels) if defined else None,
             "kappa_ci": _interval(index, kappa, groups, config) if defined else None}
