@@ -147,7 +147,7 @@ def fake_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.Cap
         _FakeTrainer.made.clear()
         recipe = SimpleNamespace(torch_threads=1, monitor=True, final_report=False, train_order="shuffle",
                                  shaping_rewards=None, per_criterion_rewards=False, side_generation="false",
-                                 generation_backend="transformers")
+                                 generation_backend="transformers", qualify=None)
         training = SimpleNamespace(output_dir=str(out), save_strategy="steps", dataloader_pin_memory=False,
                                    use_cpu=True,
                                    model_init_kwargs=None, use_vllm=False, resume_from_checkpoint=resume,
