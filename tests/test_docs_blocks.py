@@ -239,7 +239,7 @@ def test_the_readme_opens_with_what_it_is_and_the_two_commands():
     paragraphs = [p.strip() for p in intro.split("\n\n") if p.strip() and not p.lstrip().startswith(("#", "<!--"))]
     assert paragraphs and "rubric" in paragraphs[0].lower() and paragraphs[0].endswith(".")
     first = _FENCE.search(text).group(2).splitlines()
-    assert first[:2] == ["bash scripts/install.sh && .venv/bin/accelerate launch --quiet train/grpo.py", "bash scripts/test.sh"]
+    assert first[:2] == ["bash scripts/install.sh && .venv/bin/accelerate launch train/grpo.py", "bash scripts/test.sh"]
     assert len(text.splitlines()) <= 120  # a README read in five minutes; reference material lives in docs/
     for link in re.findall(r"\]\((docs/[^)#]+)", text):
         assert (ROOT / link).is_file() or link in ("docs/scaling.md", "docs/security.md"), link
