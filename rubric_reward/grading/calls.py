@@ -109,10 +109,11 @@ class _Vetted:
         self.read, self.text, self.reading = read, None, None
 
     def __call__(self, reply: ChatReply) -> bool:
-        self.text, self.reading = reply.text, self.read(reply.text)
-        return bool(self.reading.complete)
+        return bool(self.read_again(reply.text).complete)
 
     def read_again(self, text: str | None) -> Any:
-        if self.reading is not None and text is self.text:
-            return self.reading
-        return self.read(text)
+        """The reading of ``text``: the kept one when it is the text last read (the pool and the cache vet the
+        same reply), else a new one, kept."""
+        if self.reading is None or text is not self.text:
+            self.text, self.reading = text, self.read(text)
+        return self.reading

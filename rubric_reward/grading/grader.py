@@ -128,21 +128,13 @@ class Grader:
         results: list[ScoreResult | None] = [None] * len(items)
         flags: dict[int, str] = {}
         if rubric.judged:
-            def guard(item: Item) -> tuple[str | None, str | None]:  # (degenerate reason, flag): the screen first
-                if self.config.screen_degenerate:
-                    reason = screen_response(item.response, item.prompt, rubric=rubric,
-                                             phrases=self.config.screen_phrases)
-                    if reason is not None:
-                        return reason, None
-                return None, flag_response(item.response, rubric)
-
             # a long response is read in a worker thread, so the loop's other calls and timers run meanwhile (the
-            # reading is linear and bounded, folding.SCAN_CHARS); a short one inline, where a thread hop would
-            # cost as much as the reading
+            # reading is linear and bounded, guards.confusables.SCAN_CHARS); a short one inline, where a thread hop
+            # would cost as much as the reading
             loop = asyncio.get_running_loop()
-            off = {i: loop.run_in_executor(_guard_pool(), guard, item) for i, item in enumerate(items)
+            off = {i: loop.run_in_executor(_guard_pool(), self._guard, rubric, item) for i, item in enumerate(items)
                    if len(item.response) > _OFF_LOOP_CHARS}
-            guarded = [None if i in off else guard(item) for i, item in enumerate(items)]
+            guarded = [None if i in off else self._guard(rubric, item) for i, item in enumerate(items)]
             for i, future in off.items():
                 guarded[i] = await future
             for i, (item, (reason, why)) in enumerate(zip(items, guarded, strict=True)):
@@ -175,6 +167,14 @@ class Grader:
                 result = replace(result, metadata={**result.metadata, **mark})
             results[i] = result
         return results  # type: ignore[return-value]
+
+    def _guard(self, rubric: Rubric, item: Item) -> tuple[str | None, str | None]:
+        """What the guards read of ``item`` before any judge: (degenerate reason, flag), the screen first."""
+        if self.config.screen_degenerate:
+            reason = screen_response(item.response, item.prompt, rubric=rubric, phrases=self.config.screen_phrases)
+            if reason is not None:
+                return reason, None
+        return None, flag_response(item.response, rubric)
 
     async def _grade(self, items: Sequence[Item], rubric: Rubric) -> list[ScoreResult]:
         judged = rubric.judged
