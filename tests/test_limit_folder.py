@@ -367,20 +367,29 @@ def test_threads_and_limiters_of_one_process_never_hold_one_slot_twice(tmp_path)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
-def test_a_forked_child_holds_none_of_its_parent_s_slots(tmp_path):
-    slots = _FileSlots(2, tmp_path / "root" / "endpoint")
-    assert slots.try_acquire()
+def _in_a_child(run) -> str:
+    """What ``run()`` returns in a forked child (which then exits without running the parent's cleanup)."""
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: one slot left on the machine, and none held by it
+    if pid == 0:
         try:
-            os.write(write, f"{slots.in_use} {slots.try_acquire()} {slots.try_acquire()}".encode())
+            os.write(write, run().encode())
         finally:
             os._exit(0)
     os.close(write)
     os.waitpid(pid, 0)
-    assert os.read(read, 100).decode() == "0 True False"
-    os.close(read)
+    try:
+        return os.read(read, 100).decode()
+    finally:
+        os.close(read)
+
+
+def test_a_forked_child_holds_none_of_its_parent_s_slots(tmp_path):
+    slots = _FileSlots(2, tmp_path / "root" / "endpoint")
+    assert slots.try_acquire()
+    # the child: one slot left on the machine, and none held by it
+    said = _in_a_child(lambda: f"{slots.in_use} {slots.try_acquire()} {slots.try_acquire()}")
+    assert said == "0 True False"
     assert slots.in_use == 1 and slots.try_acquire() and slots.in_use == 2  # the child's exit freed its slot
 
 
@@ -399,22 +408,15 @@ def test_as_another_user_a_taken_or_read_only_folder_falls_back(tmp_path):
         (read_only / "endpoint").mkdir(mode=0o500)
         os.chown(read_only, 65534, 65534)
         os.chown(read_only / "endpoint", 65534, 65534)
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setgid(65534)
-                os.setuid(65534)
-                one, two = limiter(taken / "endpoint"), limiter(read_only / "endpoint")
-                holds_the_cap(one)
-                holds_the_cap(two)
-                os.write(write, f"{one.shared} {two.shared}".encode())
-            finally:
-                os._exit(0)
-        os.close(write)
-        os.waitpid(pid, 0)
-        assert os.read(read, 100).decode() == "False False"
-        os.close(read)
+        def as_the_victim() -> str:
+            os.setgid(65534)
+            os.setuid(65534)
+            one, two = limiter(taken / "endpoint"), limiter(read_only / "endpoint")
+            holds_the_cap(one)
+            holds_the_cap(two)
+            return f"{one.shared} {two.shared}"
+
+        assert _in_a_child(as_the_victim) == "False False"
         assert os.listdir(taken) == [] and os.listdir(read_only / "endpoint") == []
     finally:
         shutil.rmtree(base)

@@ -46,6 +46,17 @@ def _tiny(**loop) -> dict:
     return data
 
 
+def _changed(change: dict) -> dict:
+    """The tiny config with ``change`` applied (a ``loop`` mapping updates the loop section)."""
+    data = _tiny()
+    for key, value in change.items():
+        if key == "loop":
+            data["loop"].update(value)
+        else:
+            data[key] = value
+    return data
+
+
 def _run(path: Path, capsys) -> str:
     assert main(["dpo-loop", "--config", str(path), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
@@ -68,13 +79,7 @@ def _run(path: Path, capsys) -> str:
 ])
 def test_bad_values_are_one_line_naming_the_field_before_anything_loads(tmp_path, capsys, never_runs, change,
                                                                          expected):
-    data = _tiny()
-    for key, value in change.items():
-        if key == "loop":
-            data["loop"].update(value)
-        else:
-            data[key] = value
-    assert expected in _run(_write(tmp_path, data), capsys)
+    assert expected in _run(_write(tmp_path, _changed(change)), capsys)
 
 
 # Every stage's settings are checked when the config is read (issue 59.10): the DPO stage's TRL/PEFT keys, URLs,
@@ -137,13 +142,7 @@ SETTING_CASES = [
 
 @pytest.mark.parametrize("change, says", SETTING_CASES, ids=[str(c[0]) for c in SETTING_CASES])
 def test_every_setting_is_checked_before_anything_loads(tmp_path, capsys, never_runs, change, says):
-    data = _tiny()
-    for key, value in change.items():
-        if key == "loop":
-            data["loop"].update(value)
-        else:
-            data[key] = value
-    err = _run(_write(tmp_path, data), capsys)
+    err = _run(_write(tmp_path, _changed(change)), capsys)
     assert says in err, err
 
 
